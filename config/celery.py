@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("keepsake")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

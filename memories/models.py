@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.utils import timezone
+from pgvector.django import VectorField
+
+EMBEDDING_DIMENSIONS = 384
+
+
+class MemoryKind(models.TextChoices):
+    KNOWLEDGE = "knowledge", "Knowledge"
+    PREFERENCE = "preference", "Preference"
+    IDENTITY = "identity", "Identity"
+    RELATIONSHIP = "relationship", "Relationship"
+    CONTEXT = "context", "Context"
+    EVENT = "event", "Event"
+    TASK = "task", "Task"
+    OBSERVATION = "observation", "Observation"
+
+
+class Sensitivity(models.TextChoices):
+    PUBLIC = "public", "Public"
+    PERSONAL = "personal", "Personal"
+    SENSITIVE = "sensitive", "Sensitive"
+
+
+class Memory(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
+    title = models.CharField(max_length=200, blank=True)
+    body = models.TextField()
+    occurred_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    kind = models.CharField(max_length=20, choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    sensitivity = models.CharField(max_length=10, choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
+    source_person = models.ForeignKey(
+        "people.Person",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="memories_told",
+        help_text="Who told me. Empty means I observed it myself.",
+    )
+    superseded_by = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="supersedes"
+    )
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=100, blank=True)
+    embedded_at = models.DateTimeField(null=True, blank=True)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("title", "body", config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+    people = models.ManyToManyField("people.Person", through="MemoryParticipant", related_name="memories")
+
+    class Meta:
+        ordering = ["-occurred_at", "-created_at"]
+        indexes = [
+            models.Index(fields=["owner", "-occurred_at"]),
+            GinIndex(fields=["search_vector"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.body[:60]
+
+    @property
+    def headline(self) -> str:
+        if self.title:
+            return self.title
+        first_line = self.body.strip().splitlines()[0] if self.body.strip() else ""
+        return first_line[:80] + ("…" if len(first_line) > 80 else "")
+
+
+class ParticipantRole(models.TextChoices):
+    SUBJECT = "subject", "Subject"
+    PRESENT = "present", "Present"
+    SOURCE = "source", "Source"
+
+
+class MemoryParticipant(models.Model):
+    """A person in a memory. Every participant counts for the consent gate."""
+
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="participants")
+    # PROTECT: deleting a person must never silently drop them from a memory,
+    # which would make that memory visible to agents without their consent.
+    person = models.ForeignKey("people.Person", on_delete=models.PROTECT, related_name="participations")
+    role = models.CharField(max_length=10, choices=ParticipantRole.choices, default=ParticipantRole.SUBJECT)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["memory", "person"], name="one_role_per_person_per_memory")
+        ]
+        indexes = [models.Index(fields=["person", "memory"])]
+
+    def __str__(self) -> str:
+        return f"{self.person} ({self.role})"
+
+
+class EdgeKind(models.TextChoices):
+    SIMILAR = "similar", "Similar"
+    SHARED_PERSON = "shared_person", "Shared person"
+    SUPERSEDES = "supersedes", "Supersedes"
+
+
+class MemoryEdge(models.Model):
+    """A computed link between two memories of one owner (workers fill these)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    source = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="edges_out")
+    target = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="edges_in")
+    kind = models.CharField(max_length=20, choices=EdgeKind.choices)
+    weight = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "kind"], name="unique_memory_edge")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} -{self.kind}-> {self.target_id}"

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Prefetch, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from memories.models import Memory, MemoryParticipant
+from people.models import ConsentStatus, Person
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    person: Person | None = None
+    kind: str | None = None
+    date_from: date | None = None
+    date_to: date | None = None
+
+
+def _start_of(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def _end_of(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.max))
+
+
+def memory_apply_filters(memories: QuerySet[Memory], filters: MemoryFilters | None) -> QuerySet[Memory]:
+    if filters is None:
+        return memories
+    if filters.person is not None:
+        memories = memories.filter(participants__person=filters.person)
+    if filters.kind:
+        memories = memories.filter(kind=filters.kind)
+    if filters.date_from:
+        memories = memories.filter(occurred_at__gte=_start_of(filters.date_from))
+    if filters.date_to:
+        memories = memories.filter(occurred_at__lte=_end_of(filters.date_to))
+    return memories
+
+
+def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
+    return memories.select_related("source_person").prefetch_related(
+        Prefetch(
+            "participants",
+            queryset=MemoryParticipant.objects.select_related("person").order_by("person__display_name"),
+        )
+    )
+
+
+def memory_list(*, owner: AbstractBaseUser, filters: MemoryFilters | None = None) -> QuerySet[Memory]:
+    """The owner's whole journal, newest first. Owner view: nothing is gated."""
+    memories = memory_apply_filters(Memory.objects.filter(owner=owner), filters)
+    return _with_people(memories).order_by("-occurred_at", "-created_at")
+
+
+def memory_get(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
+    """The owner's memory, or 404 — another owner's memory does not exist for you."""
+    return get_object_or_404(_with_people(Memory.objects.filter(owner=owner)), pk=memory_id)
+
+
+def memory_consent_blockers(memory: Memory) -> list[Person]:
+    """People in the memory whose consent is not granted (for the owner's badge).
+
+    Informational only: the agent-facing gate lives in SQL in the retrieval
+    selector. Uses the prefetched participants when present.
+    """
+    return [
+        participant.person
+        for participant in memory.participants.all()
+        if participant.person.consent_status != ConsentStatus.GRANTED
+    ]

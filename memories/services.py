@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
+from people.models import Person
+
+
+@dataclass(frozen=True)
+class ParticipantSpec:
+    person: Person
+    role: str = ParticipantRole.SUBJECT
+
+
+def _validate_participants(
+    *, owner: AbstractBaseUser, participants: Iterable[ParticipantSpec]
+) -> list[ParticipantSpec]:
+    specs = list(participants)
+    seen: set = set()
+    for spec in specs:
+        if spec.person.owner_id != owner.pk:
+            # Never reveal that the id exists for someone else.
+            raise ValidationError({"participants": "Unknown person."})
+        if spec.role not in ParticipantRole.values:
+            raise ValidationError({"participants": f"Unknown role “{spec.role}”."})
+        if spec.person.pk in seen:
+            raise ValidationError({"participants": f"{spec.person.display_name} is listed more than once."})
+        seen.add(spec.person.pk)
+    return specs
+
+
+def _validate_fields(*, body: str, kind: str, sensitivity: str, source_person: Person | None, owner) -> None:
+    errors: dict[str, str] = {}
+    if not body.strip():
+        errors["body"] = "Write something: a memory needs a body."
+    if kind not in MemoryKind.values:
+        errors["kind"] = f"Unknown kind “{kind}”."
+    if sensitivity not in Sensitivity.values:
+        errors["sensitivity"] = f"Unknown sensitivity “{sensitivity}”."
+    if source_person is not None and source_person.owner_id != owner.pk:
+        errors["source_person"] = "Unknown person."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def memory_create(
+    *,
+    owner: AbstractBaseUser,
+    body: str,
+    title: str = "",
+    occurred_at: datetime | None = None,
+    kind: str = MemoryKind.KNOWLEDGE,
+    sensitivity: str = Sensitivity.PERSONAL,
+    source_person: Person | None = None,
+    participants: Iterable[ParticipantSpec] = (),
+) -> Memory:
+    """Save a memory and its participants in one transaction: all or nothing."""
+    _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
+    specs = _validate_participants(owner=owner, participants=participants)
+    memory = Memory.objects.create(
+        owner=owner,
+        body=body.strip(),
+        title=title.strip(),
+        occurred_at=occurred_at or timezone.now(),
+        kind=kind,
+        sensitivity=sensitivity,
+        source_person=source_person,
+    )
+    MemoryParticipant.objects.bulk_create(
+        MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
+    )
+    return memory
+
+
+@transaction.atomic
+def memory_update(
+    *,
+    memory: Memory,
+    body: str,
+    title: str = "",
+    occurred_at: datetime | None = None,
+    kind: str = MemoryKind.KNOWLEDGE,
+    sensitivity: str = Sensitivity.PERSONAL,
+    source_person: Person | None = None,
+    participants: Iterable[ParticipantSpec] | None = None,
+) -> Memory:
+    """Edit a memory; when `participants` is given it replaces the whole set."""
+    owner = memory.owner
+    _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
+    specs = None if participants is None else _validate_participants(owner=owner, participants=participants)
+    memory.body = body.strip()
+    memory.title = title.strip()
+    if occurred_at is not None:
+        memory.occurred_at = occurred_at
+    memory.kind = kind
+    memory.sensitivity = sensitivity
+    memory.source_person = source_person
+    memory.save()
+    if specs is not None:
+        MemoryParticipant.objects.filter(memory=memory).delete()
+        MemoryParticipant.objects.bulk_create(
+            MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
+        )
+    return memory
+
+
+@transaction.atomic
+def memory_delete(*, memory: Memory) -> None:
+    memory.delete()
