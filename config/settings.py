@@ -32,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django.contrib.admin",
+    "rest_framework",
+    "drf_spectacular",
     "django_htmx",
     "template_partials",
     "accounts",
@@ -108,6 +110,22 @@ STORAGES = {
 
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# --- REST API -----------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Keepsake API",
+    "DESCRIPTION": "Personal memory journal with consent management. Agent tokens only ever see "
+    "memories whose every participant has consented.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
 
 # --- Celery -----------------------------------------------------------------
 REDIS_URL = env("REDIS_URL", default="") or embedded.valkey_url()

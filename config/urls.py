@@ -7,5 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
     path("people/", include("people.urls")),
+    path("search/", include("memories.search_urls")),
+    path("api/", include("config.api_urls")),
     path("", include("memories.urls")),
 ]

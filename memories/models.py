@@ -7,7 +7,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
-from pgvector.django import VectorField
+from pgvector.django import HnswIndex, VectorField
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -54,6 +54,9 @@ class Memory(models.Model):
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, blank=True)
     embedding_model = models.CharField(max_length=100, blank=True)
     embedded_at = models.DateTimeField(null=True, blank=True)
+    # Worker bookkeeping (claims make redelivered or concurrent tasks no-ops).
+    embedding_claimed_at = models.DateTimeField(null=True, blank=True)
+    edges_computed_at = models.DateTimeField(null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=SearchVector("title", "body", config="english"),
         output_field=SearchVectorField(),
@@ -66,6 +69,13 @@ class Memory(models.Model):
         indexes = [
             models.Index(fields=["owner", "-occurred_at"]),
             GinIndex(fields=["search_vector"]),
+            HnswIndex(
+                name="memory_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:
