@@ -1,0 +1,22 @@
+# Production image for Keepsake: web (gunicorn), worker and beat share it.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    DEBUG=false
+
+RUN useradd --create-home --uid 1000 keepsake
+WORKDIR /app
+
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+
+COPY . .
+# collectstatic needs a key but no database.
+RUN SECRET_KEY=build-only python manage.py collectstatic --no-input
+
+USER keepsake
+EXPOSE 8000
+CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

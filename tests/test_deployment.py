@@ -1,0 +1,63 @@
+"""docker-compose.yml cannot run here (no Docker engine): check its shape instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _command(service: dict) -> str:
+    command = service["command"]
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def test_compose_has_the_production_services():
+    services = _compose()["services"]
+    assert set(services) == {"db", "redis", "web", "worker", "beat"}
+    assert services["db"]["image"] == "pgvector/pgvector:pg17"
+    assert services["redis"]["image"].startswith("redis:7")
+
+
+def test_app_services_share_the_image_and_environment():
+    services = _compose()["services"]
+    for name in ("web", "worker", "beat"):
+        service = services[name]
+        assert service["build"] == "."
+        environment = service["environment"]
+        assert environment["DATABASE_URL"].startswith("postgres://keepsake:")
+        assert environment["DATABASE_URL"].endswith("@db:5432/keepsake")
+        assert environment["REDIS_URL"] == "redis://redis:6379/0"
+        assert environment["DEBUG"] == "false"
+        assert "SECRET_KEY" in environment
+        assert service["depends_on"]["db"]["condition"] == "service_healthy"
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_app_service_commands():
+    services = _compose()["services"]
+    assert "migrate" in _command(services["web"])
+    assert "gunicorn config.wsgi:application" in _command(services["web"])
+    assert _command(services["worker"]).startswith("celery -A config worker")
+    assert _command(services["beat"]).startswith("celery -A config beat")
+    assert "8000:8000" in services["web"]["ports"]
+
+
+def test_data_lives_in_volumes():
+    compose = _compose()
+    assert {"pgdata", "redisdata"} <= set(compose["volumes"])
+    assert "pgdata:/var/lib/postgresql/data" in compose["services"]["db"]["volumes"]
+
+
+def test_dockerfile_installs_requirements_and_serves_with_gunicorn():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "pip install --no-cache-dir -r requirements.txt" in dockerfile
+    assert "collectstatic" in dockerfile
+    assert "gunicorn" in dockerfile
+    assert (ROOT / "requirements.txt").read_text().count("gunicorn==") == 1

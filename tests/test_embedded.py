@@ -1,0 +1,48 @@
+"""The embedded development services and the commands' behaviour around them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from config import embedded
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_manage_py_says_how_to_start_when_the_database_is_not_running(tmp_path):
+    environment = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    environment["KEEPSAKE_DATA_DIR"] = str(tmp_path)  # no server has ever run here
+    result = subprocess.run(
+        [sys.executable, "manage.py", "showmigrations"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "database is not running" in result.stderr
+    assert "make run" in result.stderr
+
+
+def test_embedded_postgres_address_is_read_from_its_pid_file():
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("the suite runs against an external server; nothing embedded to read")
+    address = embedded.postgres_address()
+    assert address is not None
+    assert settings.DATABASES["default"]["HOST"] == address.socket_dir
+
+
+def test_stale_pid_file_reads_as_not_running(tmp_path, monkeypatch):
+    pg_data = tmp_path / "pg"
+    pg_data.mkdir()
+    # A pid that cannot be alive (above the kernel's maximum).
+    (pg_data / "postmaster.pid").write_text("99999999\n/x\n0\n5432\n/tmp\n")
+    monkeypatch.setattr(embedded, "PG_DATA", pg_data)
+    assert embedded.postgres_address() is None
