@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
 from people.models import Person
+from people.services import person_create
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,77 @@ def memory_update(
 @transaction.atomic
 def memory_delete(*, memory: Memory) -> None:
     memory.delete()
+
+
+@dataclass(frozen=True)
+class NewPersonSpec:
+    """Someone typed in by name while writing a memory; created pending."""
+
+    display_name: str
+    role: str = ParticipantRole.SUBJECT
+
+
+def _create_new_people(
+    *, owner: AbstractBaseUser, new_people: Iterable[NewPersonSpec]
+) -> list[ParticipantSpec]:
+    return [
+        ParticipantSpec(person=person_create(owner=owner, display_name=spec.display_name), role=spec.role)
+        for spec in new_people
+    ]
+
+
+@transaction.atomic
+def memory_create_with_new_people(
+    *,
+    owner: AbstractBaseUser,
+    body: str,
+    title: str = "",
+    occurred_at: datetime | None = None,
+    kind: str = MemoryKind.KNOWLEDGE,
+    sensitivity: str = Sensitivity.PERSONAL,
+    source_person: Person | None = None,
+    participants: Iterable[ParticipantSpec] = (),
+    new_people: Iterable[NewPersonSpec] = (),
+) -> Memory:
+    """memory_create, also creating people typed in by name.
+
+    One transaction: if the memory is refused, the new people are not kept.
+    """
+    specs = [*participants, *_create_new_people(owner=owner, new_people=new_people)]
+    return memory_create(
+        owner=owner,
+        body=body,
+        title=title,
+        occurred_at=occurred_at,
+        kind=kind,
+        sensitivity=sensitivity,
+        source_person=source_person,
+        participants=specs,
+    )
+
+
+@transaction.atomic
+def memory_update_with_new_people(
+    *,
+    memory: Memory,
+    body: str,
+    title: str = "",
+    occurred_at: datetime | None = None,
+    kind: str = MemoryKind.KNOWLEDGE,
+    sensitivity: str = Sensitivity.PERSONAL,
+    source_person: Person | None = None,
+    participants: Iterable[ParticipantSpec] = (),
+    new_people: Iterable[NewPersonSpec] = (),
+) -> Memory:
+    """memory_update replacing the participants, also creating people typed in by name (atomic)."""
+    specs = [*participants, *_create_new_people(owner=memory.owner, new_people=new_people)]
+    return memory_update(
+        memory=memory,
+        body=body,
+        title=title,
+        occurred_at=occurred_at,
+        kind=kind,
+        sensitivity=sensitivity,
+        source_person=source_person,
+        participants=specs,
+    )
