@@ -1,9 +1,19 @@
 from __future__ import annotations
 
+import hashlib
+import hmac
+import re
+import secrets
+from datetime import timedelta
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
+from accounts.models import AccessToken, TokenKind
+from agents.models import Agent
 from agents.services import agent_create_builtins
 from people.services import person_create_self
 
@@ -15,3 +25,80 @@ def user_signup(*, username: str, password: str, email: str = "") -> AbstractBas
     person_create_self(owner=user)
     agent_create_builtins(owner=user)
     return user
+
+
+# --- Access tokens --------------------------------------------------------------
+# A token reads "ks_<prefix>_<secret>": the 8-hex-digit prefix is stored in clear to
+# find the row (and to let the owner tell tokens apart); only a hash of the whole
+# token is stored, so a database leak does not leak usable tokens.
+_TOKEN_PATTERN = re.compile(r"^ks_(?P<prefix>[0-9a-f]{8})_(?P<secret>[A-Za-z0-9_-]{20,200})$")
+# last_used_at is bookkeeping, not an audit log: writing it on every request would
+# turn each read into a write, so it is refreshed at most once a minute.
+_LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def _token_hash(raw_token: str) -> str:
+    return hashlib.sha256(raw_token.encode()).hexdigest()
+
+
+def access_token_create(
+    *, owner: AbstractBaseUser, kind: str, agent: Agent | None = None, name: str = ""
+) -> tuple[AccessToken, str]:
+    """Create a token and return it with its full secret, which is never shown again."""
+    errors: dict[str, str] = {}
+    if kind not in TokenKind.values:
+        errors["kind"] = f"Kind must be one of: {', '.join(TokenKind.values)}."
+    elif kind == TokenKind.AGENT and agent is None:
+        errors["agent"] = "An agent token must name one of your agents."
+    elif kind == TokenKind.OWNER and agent is not None:
+        errors["agent"] = "Only agent tokens are bound to an agent."
+    if agent is not None and agent.owner_id != owner.pk:
+        # Never reveal that the agent exists for someone else.
+        errors["agent"] = "Unknown agent."
+    name = name.strip()
+    if len(name) > 100:
+        errors["name"] = "Keep the name under 100 characters."
+    if errors:
+        raise ValidationError(errors)
+    # A prefix collision is astronomically rare but the column is unique: retry.
+    for _attempt in range(5):
+        prefix = secrets.token_hex(4)
+        raw_token = f"ks_{prefix}_{secrets.token_urlsafe(32)}"
+        try:
+            with transaction.atomic():
+                token = AccessToken.objects.create(
+                    owner=owner,
+                    kind=kind,
+                    agent=agent,
+                    name=name,
+                    prefix=prefix,
+                    secret_hash=_token_hash(raw_token),
+                )
+        except IntegrityError:
+            continue
+        return token, raw_token
+    raise RuntimeError("Could not allocate a unique token prefix.")
+
+
+def access_token_revoke(*, token: AccessToken) -> AccessToken:
+    """Revoke a token; revoking twice keeps the first revocation time."""
+    AccessToken.objects.filter(pk=token.pk, revoked_at=None).update(revoked_at=timezone.now())
+    token.refresh_from_db(fields=["revoked_at"])
+    return token
+
+
+def access_token_authenticate(*, raw_token: str) -> AccessToken | None:
+    """The active token matching `raw_token` (recording its use), or None."""
+    match = _TOKEN_PATTERN.match(raw_token.strip())
+    if match is None:
+        return None
+    token = AccessToken.objects.select_related("owner", "agent").filter(prefix=match["prefix"]).first()
+    if token is None or not hmac.compare_digest(token.secret_hash, _token_hash(raw_token.strip())):
+        return None
+    if token.revoked_at is not None or not token.owner.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= _LAST_USED_RESOLUTION:
+        AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token

@@ -1,0 +1,90 @@
+"""Bearer-token authentication and the access rules every API view shares."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions, permissions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.request import Request
+
+from accounts.models import AccessToken
+from accounts.services import access_token_authenticate
+from agents.models import Agent
+
+
+class BearerTokenAuthentication(BaseAuthentication):
+    """`Authorization: Bearer ks_<prefix>_<secret>`.
+
+    Listed first in REST_FRAMEWORK so that an anonymous request answers 401 with
+    a `WWW-Authenticate: Bearer` challenge rather than session auth's bare 403.
+    """
+
+    keyword = "Bearer"
+
+    def authenticate(self, request: Request) -> tuple[object, AccessToken] | None:
+        header = get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed(
+                "Malformed Authorization header: expected “Bearer <token>”."
+            )
+        try:
+            raw_token = header[1].decode()
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.") from exc
+        token = access_token_authenticate(raw_token=raw_token)
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
+        return token.owner, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="api"'
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "accounts.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An access token `ks_<prefix>_<secret>`. Owner tokens act as the owner; "
+            "agent tokens only ever read consent-gated memories and cannot write.",
+        }
+
+
+def request_agent(request: Request) -> Agent | None:
+    """The agent a request acts for, or None when the owner is calling."""
+    token = request.auth
+    if isinstance(token, AccessToken) and token.is_agent:
+        return token.agent
+    return None
+
+
+class AgentTokensReadOnly(permissions.BasePermission):
+    """Agents may read (through the consent gate); they never write or change consent."""
+
+    message = "Agent tokens are read-only: they cannot create, edit or delete anything, or change consent."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return request_agent(request) is None or request.method in permissions.SAFE_METHODS
+
+
+class OwnerOnly(permissions.BasePermission):
+    """Owner-private reads (the consent audit trail) are closed to agent tokens."""
+
+    message = "Agent tokens cannot read this: it is visible to the owner only."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return request_agent(request) is None
+
+
+class SessionOnly(permissions.BasePermission):
+    """Tokens are managed from a signed-in browser session, never with a token."""
+
+    message = "Tokens can only be managed from a signed-in session, not with a bearer token."
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        return not isinstance(request.auth, AccessToken)
