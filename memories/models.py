@@ -39,6 +39,9 @@ class Memory(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     kind = models.CharField(max_length=20, choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by the expiry beat task (memories/lifecycle.py) once expires_at has passed.
+    # Retrieval trusts expires_at itself; this marker is bookkeeping for the owner and doctor.
+    expired_at = models.DateTimeField(null=True, blank=True)
     sensitivity = models.CharField(max_length=10, choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
     source_person = models.ForeignKey(
         "people.Person",
@@ -57,6 +60,7 @@ class Memory(models.Model):
     # Worker bookkeeping (claims make redelivered or concurrent tasks no-ops).
     embedding_claimed_at = models.DateTimeField(null=True, blank=True)
     edges_computed_at = models.DateTimeField(null=True, blank=True)
+    supersession_checked_at = models.DateTimeField(null=True, blank=True)
     search_vector = models.GeneratedField(
         expression=SearchVector("title", "body", config="english"),
         output_field=SearchVectorField(),
@@ -137,3 +141,34 @@ class MemoryEdge(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} -{self.kind}-> {self.target_id}"
+
+
+class ProposalStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    CONFIRMED = "confirmed", "Confirmed"
+    DISMISSED = "dismissed", "Dismissed"
+
+
+class SupersessionProposal(models.Model):
+    """A worker's guess that `newer` replaces `older`; only the owner's confirmation applies it.
+
+    Dismissed proposals are kept so the worker never proposes the same pair again.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    older = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="replacement_proposals")
+    newer = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="supersession_proposals")
+    similarity = models.FloatField()
+    status = models.CharField(max_length=10, choices=ProposalStatus.choices, default=ProposalStatus.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["older", "newer"], name="one_proposal_per_memory_pair"),
+            models.CheckConstraint(condition=~models.Q(older=models.F("newer")), name="proposal_not_self"),
+        ]
+        indexes = [models.Index(fields=["owner", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.newer_id} may replace {self.older_id} ({self.status})"
