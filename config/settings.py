@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "people",
     "memories",
     "agents",
+    "portability",
 ]
 
 MIDDLEWARE = [
