@@ -1,3 +1,13 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from memories import views
+
+urlpatterns = [
+    path("", views.timeline, name="timeline"),
+    path("memories/new/", views.memory_create, name="memory_create"),
+    path("memories/<uuid:memory_id>/", views.memory_detail, name="memory_detail"),
+    path("memories/<uuid:memory_id>/edit/", views.memory_edit, name="memory_edit"),
+    path("memories/<uuid:memory_id>/delete/", views.memory_delete, name="memory_delete"),
+]

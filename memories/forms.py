@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
+from people.models import Person
+from people.selectors import person_list
+
+DATETIME_INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
+
+
+def _owner_people(owner: AbstractBaseUser):
+    # Choices are always the owner's own people: an id from another account
+    # is "not one of the available choices", never a hint that it exists.
+    return person_list(owner=owner)
+
+
+class MemoryForm(forms.Form):
+    title = forms.CharField(max_length=200, required=False)
+    body = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What happened? What do you want to keep?"}),
+        error_messages={"required": "Write something: a memory needs a body."},
+    )
+    occurred_at = forms.DateTimeField(
+        label="When",
+        required=False,
+        input_formats=DATETIME_INPUT_FORMATS,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Leave empty for now.",
+        error_messages={"invalid": "Enter a date and time, e.g. 2024-05-01 14:30."},
+    )
+    kind = forms.ChoiceField(choices=MemoryKind.choices, initial=MemoryKind.EVENT)
+    sensitivity = forms.ChoiceField(choices=Sensitivity.choices, initial=Sensitivity.PERSONAL)
+    source_person = forms.ModelChoiceField(
+        queryset=Person.objects.none(),
+        required=False,
+        label="Who told you",
+        empty_label="I saw it myself",
+    )
+
+    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["source_person"].queryset = _owner_people(owner)
+
+    def clean_body(self) -> str:
+        body = self.cleaned_data["body"].strip()
+        if not body:
+            raise forms.ValidationError("Write something: a memory needs a body.")
+        return body
+
+    def clean_occurred_at(self):
+        occurred_at = self.cleaned_data.get("occurred_at")
+        return occurred_at or timezone.now()
+
+    @classmethod
+    def initial_for(cls, memory: Memory) -> dict:
+        return {
+            "title": memory.title,
+            "body": memory.body,
+            "occurred_at": timezone.localtime(memory.occurred_at),
+            "kind": memory.kind,
+            "sensitivity": memory.sensitivity,
+            "source_person": memory.source_person_id,
+        }
+
+
+class ParticipantForm(forms.Form):
+    """One row: pick an existing person or type a new name, and a role."""
+
+    person = forms.ModelChoiceField(
+        queryset=Person.objects.none(), required=False, empty_label="— pick someone —"
+    )
+    new_name = forms.CharField(
+        max_length=200,
+        required=False,
+        label="or a new person",
+        widget=forms.TextInput(attrs={"placeholder": "New name"}),
+    )
+    role = forms.ChoiceField(choices=ParticipantRole.choices, initial=ParticipantRole.SUBJECT)
+
+    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+        self.fields["person"].queryset = _owner_people(owner)
+
+    def clean_new_name(self) -> str:
+        return " ".join(self.cleaned_data.get("new_name", "").split())
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        person, new_name = cleaned.get("person"), cleaned.get("new_name")
+        if person and new_name:
+            raise forms.ValidationError("Pick someone or type a new name, not both.")
+        if new_name and Person.objects.filter(owner=self.owner, display_name__iexact=new_name).exists():
+            raise forms.ValidationError(
+                f"You already have someone called “{new_name}”: pick them from the list instead."
+            )
+        return cleaned
+
+    @property
+    def is_blank(self) -> bool:
+        return not (self.cleaned_data.get("person") or self.cleaned_data.get("new_name"))
+
+
+class BaseParticipantFormSet(forms.BaseFormSet):
+    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        self.owner = owner
+        super().__init__(*args, **kwargs)
+
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "owner": self.owner}
+
+    def clean(self) -> None:
+        if any(self.errors):
+            return
+        seen_people: set = set()
+        seen_names: set[str] = set()
+        for form in self.forms:
+            person, new_name = form.cleaned_data.get("person"), form.cleaned_data.get("new_name")
+            if person:
+                if person.pk in seen_people:
+                    raise forms.ValidationError(f"{person.display_name} is listed more than once.")
+                seen_people.add(person.pk)
+            if new_name:
+                if new_name.casefold() in seen_names:
+                    raise forms.ValidationError(f"“{new_name}” is listed more than once.")
+                seen_names.add(new_name.casefold())
+
+    def chosen(self) -> tuple[list[tuple[Person, str]], list[tuple[str, str]]]:
+        """(existing person, role) pairs and (new name, role) pairs, blank rows skipped."""
+        existing: list[tuple[Person, str]] = []
+        new: list[tuple[str, str]] = []
+        for form in self.forms:
+            if not form.cleaned_data or form.is_blank:
+                continue
+            if form.cleaned_data.get("person"):
+                existing.append((form.cleaned_data["person"], form.cleaned_data["role"]))
+            else:
+                new.append((form.cleaned_data["new_name"], form.cleaned_data["role"]))
+        return existing, new
+
+
+ParticipantFormSet = forms.formset_factory(
+    ParticipantForm, formset=BaseParticipantFormSet, extra=3, max_num=20, validate_max=True
+)
+
+PARTICIPANT_PREFIX = "people"
+
+
+def participant_formset(
+    *, owner: AbstractBaseUser, data=None, memory: Memory | None = None
+) -> BaseParticipantFormSet:
+    initial = None
+    if memory is not None and data is None:
+        initial = [
+            {"person": participant.person_id, "role": participant.role}
+            for participant in memory.participants.all()
+        ]
+    # Editing shows the current people plus the empty rows to add someone.
+    return ParticipantFormSet(data=data, initial=initial, prefix=PARTICIPANT_PREFIX, owner=owner)
+
+
+class TimelineFilterForm(forms.Form):
+    person = forms.ModelChoiceField(queryset=Person.objects.none(), required=False, empty_label="Anyone")
+    kind = forms.ChoiceField(choices=[("", "Any kind"), *MemoryKind.choices], required=False)
+    date_from = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+    )
+    date_to = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+    )
+
+    def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["person"].queryset = _owner_people(owner)
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        date_from, date_to = cleaned.get("date_from"), cleaned.get("date_to")
+        if date_from and date_to and date_from > date_to:
+            raise forms.ValidationError("The “from” date must be on or before the “to” date.")
+        return cleaned

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from memories import selectors, services
+from memories.forms import MemoryForm, TimelineFilterForm, participant_formset
+from memories.models import Memory
+
+PAGE_SIZE = 25
+FILTER_FIELDS = ("person", "kind", "date_from", "date_to")
+
+
+def _add_service_errors(form, error: ValidationError) -> None:
+    # Services speak in model field names; anything the form lacks is shown at the top.
+    if hasattr(error, "error_dict"):
+        for field, field_messages in error.message_dict.items():
+            form.add_error(field if field in form.fields else None, field_messages)
+    else:
+        form.add_error(None, error.messages)
+
+
+def _page_number(request: HttpRequest) -> int:
+    try:
+        return max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        return 1
+
+
+def _filters(filter_form: TimelineFilterForm) -> selectors.MemoryFilters | None:
+    # Invalid filters are shown as errors and ignored rather than guessed at.
+    if not filter_form.is_valid():
+        return None
+    data = filter_form.cleaned_data
+    return selectors.MemoryFilters(
+        person=data["person"], kind=data["kind"] or None, date_from=data["date_from"], date_to=data["date_to"]
+    )
+
+
+def _page(memories: QuerySet[Memory], page: int) -> tuple[list[Memory], bool]:
+    # One extra row tells whether an older page exists without a COUNT query.
+    start = (page - 1) * PAGE_SIZE
+    rows = list(memories[start : start + PAGE_SIZE + 1])
+    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE
+
+
+def _timeline_context(request: HttpRequest, **extra) -> dict:
+    filter_form = TimelineFilterForm(request.GET or None, owner=request.user)
+    page = _page_number(request)
+    memories, has_more = _page(selectors.memory_list(owner=request.user, filters=_filters(filter_form)), page)
+    kept_filters = {name: request.GET[name] for name in FILTER_FIELDS if request.GET.get(name)}
+    next_page_url = ""
+    if has_more:
+        next_page_url = reverse("timeline") + "?" + urlencode({**kept_filters, "page": page + 1})
+    context = {
+        "filter_form": filter_form,
+        "filtering": bool(kept_filters),
+        "memories": memories,
+        "page": page,
+        "next_page_url": next_page_url,
+        "form": MemoryForm(owner=request.user),
+        "participants": participant_formset(owner=request.user),
+    }
+    context.update(extra)
+    return context
+
+
+@login_required
+def timeline(request: HttpRequest) -> HttpResponse:
+    """The owner's journal, newest first; htmx asks for the next page of cards."""
+    template = "memories/timeline.html" + ("#memory-page" if request.htmx else "")
+    return render(request, template, _timeline_context(request))
+
+
+def _save_memory(request: HttpRequest, *, memory: Memory | None) -> tuple[Memory | None, MemoryForm, object]:
+    """Validate the memory form and its people rows; save all of it or nothing."""
+    form = MemoryForm(request.POST, owner=request.user)
+    participants = participant_formset(owner=request.user, data=request.POST)
+    if not (form.is_valid() and participants.is_valid()):
+        return None, form, participants
+    existing, new = participants.chosen()
+    fields = {
+        "body": form.cleaned_data["body"],
+        "title": form.cleaned_data["title"],
+        "occurred_at": form.cleaned_data["occurred_at"],
+        "kind": form.cleaned_data["kind"],
+        "sensitivity": form.cleaned_data["sensitivity"],
+        "source_person": form.cleaned_data["source_person"],
+        "participants": [services.ParticipantSpec(person=person, role=role) for person, role in existing],
+        "new_people": [services.NewPersonSpec(display_name=name, role=role) for name, role in new],
+    }
+    try:
+        if memory is None:
+            saved = services.memory_create_with_new_people(owner=request.user, **fields)
+        else:
+            saved = services.memory_update_with_new_people(memory=memory, **fields)
+    except ValidationError as error:
+        _add_service_errors(form, error)
+        return None, form, participants
+    return saved, form, participants
+
+
+@login_required
+@require_POST
+def memory_create(request: HttpRequest) -> HttpResponse:
+    memory, form, participants = _save_memory(request, memory=None)
+    if request.htmx:
+        if memory is None:
+            context = {"form": form, "participants": participants}
+        else:
+            # A fresh form (its people list now has anyone just typed in) and
+            # the new card prepended to the timeline out of band.
+            new_memory = selectors.memory_get(owner=request.user, memory_id=memory.pk)
+            context = {
+                "form": MemoryForm(owner=request.user),
+                "participants": participant_formset(owner=request.user),
+                "new_memory": new_memory,
+            }
+        return render(request, "memories/timeline.html#quick-add", context)
+    if memory is None:
+        return render(
+            request,
+            "memories/timeline.html",
+            _timeline_context(request, form=form, participants=participants),
+        )
+    messages.success(request, "Memory saved.")
+    return redirect("timeline")
+
+
+@login_required
+def memory_detail(request: HttpRequest, memory_id) -> HttpResponse:
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    template = "memories/memory_detail.html" + ("#memory-main" if request.htmx else "")
+    return render(request, template, {"memory": memory, "related": selectors.memory_related(memory=memory)})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_edit(request: HttpRequest, memory_id) -> HttpResponse:
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    if request.method == "POST":
+        saved, form, participants = _save_memory(request, memory=memory)
+        if saved is not None:
+            messages.success(request, "Memory saved.")
+            return redirect("memory_detail", memory_id=memory.pk)
+    else:
+        form = MemoryForm(initial=MemoryForm.initial_for(memory), owner=request.user)
+        participants = participant_formset(owner=request.user, memory=memory)
+    template = "memories/memory_form.html" + ("#memory-form" if request.htmx else "")
+    return render(request, template, {"memory": memory, "form": form, "participants": participants})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def memory_delete(request: HttpRequest, memory_id) -> HttpResponse:
+    """GET asks for confirmation; only POST deletes."""
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    if request.method == "POST":
+        services.memory_delete(memory=memory)
+        messages.success(request, "Memory deleted.")
+        return redirect("timeline")
+    template = "memories/memory_confirm_delete.html" + ("#confirm-delete" if request.htmx else "")
+    return render(request, template, {"memory": memory})
