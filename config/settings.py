@@ -158,6 +158,22 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE: dict = {}
 
+# --- Memory lifecycle (memories/lifecycle.py) --------------------------------
+# Days after occurred_at until a memory of that kind leaves agent retrieval; None = never.
+# Override some kinds from the environment, e.g. MEMORY_KIND_LIFETIMES="event=60,task=never".
+MEMORY_KIND_LIFETIMES: dict[str, float | str | None] = {
+    "preference": None,
+    "identity": None,
+    "relationship": None,
+    "knowledge": None,
+    "context": 7,
+    "event": 30,
+    "task": 14,
+    "observation": 3,
+} | env.dict("MEMORY_KIND_LIFETIMES", default={})
+# Cosine similarity above which the worker proposes "the newer memory replaces the older".
+SUPERSESSION_MIN_SIMILARITY = env.float("SUPERSESSION_MIN_SIMILARITY", default=0.6)
+
 # --- Logging ----------------------------------------------------------------
 LOGGING = {
     "version": 1,

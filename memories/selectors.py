@@ -8,6 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from memories.lifecycle import expired_q
 from memories.models import EdgeKind, Memory, MemoryEdge, MemoryParticipant
 from people.models import ConsentStatus, Person
 
@@ -18,6 +19,8 @@ class MemoryFilters:
     kind: str | None = None
     date_from: date | None = None
     date_to: date | None = None
+    # True: only expired memories; False: only live ones; None: both (the journal keeps expired ones).
+    expired: bool | None = None
 
 
 def _start_of(day: date) -> datetime:
@@ -39,6 +42,8 @@ def memory_apply_filters(memories: QuerySet[Memory], filters: MemoryFilters | No
         memories = memories.filter(occurred_at__gte=_start_of(filters.date_from))
     if filters.date_to:
         memories = memories.filter(occurred_at__lte=_end_of(filters.date_to))
+    if filters.expired is not None:
+        memories = memories.filter(expired_q()) if filters.expired else memories.exclude(expired_q())
     return memories
 
 

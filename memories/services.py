@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
 from people.models import Person
 from people.services import person_create
@@ -58,15 +59,22 @@ def memory_create(
     body: str,
     title: str = "",
     occurred_at: datetime | None = None,
-    kind: str = MemoryKind.KNOWLEDGE,
-    sensitivity: str = Sensitivity.PERSONAL,
+    kind: str | None = None,
+    sensitivity: str | None = None,
     source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] = (),
 ) -> Memory:
-    """Save a memory and its participants in one transaction: all or nothing."""
+    """Save a memory and its participants in one transaction: all or nothing.
+
+    A kind or sensitivity left as None is inferred from the text (memories/lifecycle.py);
+    text holding a secret is refused before anything is written.
+    """
+    kind, sensitivity = memory_resolve_kind_and_sensitivity(
+        title=title, body=body, kind=kind, sensitivity=sensitivity
+    )
     _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
     specs = _validate_participants(owner=owner, participants=participants)
-    memory = Memory.objects.create(
+    memory = Memory(
         owner=owner,
         body=body.strip(),
         title=title.strip(),
@@ -75,6 +83,8 @@ def memory_create(
         sensitivity=sensitivity,
         source_person=source_person,
     )
+    memory_apply_expiry(memory=memory)
+    memory.save(force_insert=True)
     MemoryParticipant.objects.bulk_create(
         MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
     )
@@ -88,13 +98,16 @@ def memory_update(
     body: str,
     title: str = "",
     occurred_at: datetime | None = None,
-    kind: str = MemoryKind.KNOWLEDGE,
-    sensitivity: str = Sensitivity.PERSONAL,
+    kind: str | None = None,
+    sensitivity: str | None = None,
     source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] | None = None,
 ) -> Memory:
     """Edit a memory; when `participants` is given it replaces the whole set."""
     owner = memory.owner
+    kind, sensitivity = memory_resolve_kind_and_sensitivity(
+        title=title, body=body, kind=kind, sensitivity=sensitivity
+    )
     _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
     specs = None if participants is None else _validate_participants(owner=owner, participants=participants)
     memory.body = body.strip()
@@ -104,6 +117,7 @@ def memory_update(
     memory.kind = kind
     memory.sensitivity = sensitivity
     memory.source_person = source_person
+    memory_apply_expiry(memory=memory)
     memory.save()
     if specs is not None:
         MemoryParticipant.objects.filter(memory=memory).delete()
@@ -142,8 +156,8 @@ def memory_create_with_new_people(
     body: str,
     title: str = "",
     occurred_at: datetime | None = None,
-    kind: str = MemoryKind.KNOWLEDGE,
-    sensitivity: str = Sensitivity.PERSONAL,
+    kind: str | None = None,
+    sensitivity: str | None = None,
     source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] = (),
     new_people: Iterable[NewPersonSpec] = (),
@@ -172,8 +186,8 @@ def memory_update_with_new_people(
     body: str,
     title: str = "",
     occurred_at: datetime | None = None,
-    kind: str = MemoryKind.KNOWLEDGE,
-    sensitivity: str = Sensitivity.PERSONAL,
+    kind: str | None = None,
+    sensitivity: str | None = None,
     source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] = (),
     new_people: Iterable[NewPersonSpec] = (),
