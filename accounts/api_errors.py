@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -24,3 +25,23 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             detail = {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(detail)
     return exception_handler(exc, context)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every non-validation error: 401, 403, 404, 409."""
+
+    detail = serializers.CharField()
+
+    class Meta:
+        ref_name = "Error"
+
+
+def error_response(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=description)
+
+
+# A 400 body maps each field (or "non_field_errors") to its messages.
+VALIDATION_ERROR = OpenApiResponse(
+    {"type": "object", "additionalProperties": True},
+    description="Invalid input: a JSON object mapping each field to a list of messages.",
+)

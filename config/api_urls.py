@@ -1,3 +1,37 @@
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from accounts.apis import TokenListApi, TokenRevokeApi
+from agents.apis import AgentDetailApi, AgentListApi
+from people.apis import PersonConsentApi, PersonConsentEventListApi, PersonDetailApi, PersonListApi
+
+
+def api_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
+    """Unknown API paths (including malformed ids) answer JSON, not the HTML 404 page."""
+    return JsonResponse({"detail": "Not found."}, status=404)
+
+
+v1_patterns = [
+    path("people/", PersonListApi.as_view(), name="api-people"),
+    path("people/<uuid:person_id>/", PersonDetailApi.as_view(), name="api-person"),
+    path("people/<uuid:person_id>/consent/", PersonConsentApi.as_view(), name="api-person-consent"),
+    path(
+        "people/<uuid:person_id>/consent-events/",
+        PersonConsentEventListApi.as_view(),
+        name="api-person-consent-events",
+    ),
+    path("agents/", AgentListApi.as_view(), name="api-agents"),
+    path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
+    path("tokens/", TokenListApi.as_view(), name="api-tokens"),
+    path("tokens/<uuid:token_id>/revoke/", TokenRevokeApi.as_view(), name="api-token-revoke"),
+]
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("v1/", include(v1_patterns)),
+    re_path(r"^v1/", api_not_found),
+]

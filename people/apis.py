@@ -1,0 +1,265 @@
+"""REST API for people and their consent (`/api/v1/people/`).
+
+Owner tokens and sessions see everything. Agent tokens read names and consent
+status, but never the notes, aliases or memory counts of anyone who has not
+granted consent, and never write or change consent.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.api_errors import error_response
+from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
+from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
+from people.selectors import person_consent_events, person_get, person_list
+from people.services import PersonInUse, person_create, person_delete, person_set_consent, person_update
+
+PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
+
+NOT_FOUND = error_response("Unknown person (or another owner's).")
+AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
+
+
+class PersonOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    display_name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=PersonKind.choices)
+    consent_status = serializers.ChoiceField(choices=ConsentStatus.choices)
+    consent_updated_at = serializers.DateTimeField(allow_null=True)
+    is_self = serializers.BooleanField()
+    aliases = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="Null for agent tokens when the person has not granted consent.",
+    )
+    notes = serializers.CharField(
+        allow_null=True, help_text="Null for agent tokens when the person has not granted consent."
+    )
+    memory_count = serializers.IntegerField(
+        allow_null=True, help_text="Null for agent tokens: counts would hint at memories they cannot see."
+    )
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Person"
+
+
+def person_output(person: Person, *, for_agent: bool) -> dict:
+    """Serialise a person; for an agent, hide what the person has not consented to share."""
+    data = dict(PersonOutputSerializer(person).data)
+    if not hasattr(person, "memory_count"):
+        data["memory_count"] = person.participations.count()
+    if for_agent:
+        data["memory_count"] = None
+        if not person.is_consenting:
+            data["aliases"] = None
+            data["notes"] = None
+    return data
+
+
+class PersonListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        results = PersonOutputSerializer(many=True)
+        consent_gated = serializers.BooleanField(
+            help_text="True for agent tokens: notes and aliases of non-consenting people are hidden."
+        )
+
+        class Meta:
+            ref_name = "PersonList"
+
+    class InputSerializer(serializers.Serializer):
+        display_name = serializers.CharField(max_length=200)
+        aliases = serializers.ListField(
+            child=serializers.CharField(max_length=200), max_length=50, required=False, default=list
+        )
+        kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
+        notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")
+
+        class Meta:
+            ref_name = "PersonCreate"
+
+    @extend_schema(
+        operation_id="people_list",
+        summary="List people",
+        responses={200: OutputSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        for_agent = request_agent(request) is not None
+        people = person_list(owner=request.user)
+        return Response(
+            {
+                "results": [person_output(person, for_agent=for_agent) for person in people],
+                "consent_gated": for_agent,
+            }
+        )
+
+    @extend_schema(
+        operation_id="people_create",
+        summary="Add a person (consent starts pending)",
+        request=InputSerializer,
+        responses={201: PersonOutputSerializer, 403: AGENT_FORBIDDEN},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        person = person_create(owner=request.user, **serializer.validated_data)
+        return Response(person_output(person, for_agent=False), status=status.HTTP_201_CREATED)
+
+
+class PersonDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        display_name = serializers.CharField(max_length=200)
+        aliases = serializers.ListField(
+            child=serializers.CharField(max_length=200), max_length=50, required=False, default=list
+        )
+        kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
+        notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")
+
+        class Meta:
+            ref_name = "PersonUpdate"
+
+    @extend_schema(
+        operation_id="people_retrieve",
+        summary="Get a person",
+        responses={200: PersonOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        return Response(person_output(person, for_agent=request_agent(request) is not None))
+
+    def _update(self, request: Request, person_id, *, partial: bool) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        serializer = self.InputSerializer(data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        person = person_update(
+            person=person,
+            display_name=data.get("display_name", person.display_name),
+            aliases=data.get("aliases", person.aliases),
+            kind=data.get("kind", person.kind),
+            notes=data.get("notes", person.notes),
+        )
+        return Response(person_output(person, for_agent=False))
+
+    @extend_schema(
+        operation_id="people_update",
+        summary="Replace a person's details (consent is changed with the consent endpoint)",
+        request=InputSerializer,
+        responses={200: PersonOutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def put(self, request: Request, person_id) -> Response:
+        return self._update(request, person_id, partial=False)
+
+    @extend_schema(
+        operation_id="people_partial_update",
+        summary="Change some of a person's details",
+        request=InputSerializer(partial=True),
+        responses={200: PersonOutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def patch(self, request: Request, person_id) -> Response:
+        return self._update(request, person_id, partial=True)
+
+    @extend_schema(
+        operation_id="people_destroy",
+        summary="Delete a person who is in no memory",
+        responses={
+            204: None,
+            400: OpenApiResponse(description="Self cannot be deleted."),
+            403: AGENT_FORBIDDEN,
+            404: NOT_FOUND,
+            409: error_response("The person is still in memories."),
+        },
+    )
+    def delete(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        try:
+            person_delete(person=person)
+        except PersonInUse as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ConsentEventOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    old_status = serializers.ChoiceField(choices=ConsentStatus.choices)
+    new_status = serializers.ChoiceField(choices=ConsentStatus.choices)
+    actor = serializers.CharField(source="actor.get_username", allow_null=True, default=None)
+    surface = serializers.ChoiceField(choices=ConsentSurface.choices)
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "ConsentEvent"
+
+
+class PersonConsentApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        status = serializers.ChoiceField(choices=ConsentStatus.choices)
+        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+
+        class Meta:
+            ref_name = "ConsentChange"
+
+    class OutputSerializer(serializers.Serializer):
+        person = PersonOutputSerializer()
+        event = ConsentEventOutputSerializer(
+            allow_null=True, help_text="The recorded change; null when the status was already this."
+        )
+
+        class Meta:
+            ref_name = "ConsentChangeResult"
+
+    @extend_schema(
+        operation_id="people_consent",
+        summary="Set a person's consent (recorded in the audit trail with surface “api”)",
+        request=InputSerializer,
+        responses={200: OutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        event = person_set_consent(
+            person=person,
+            status=serializer.validated_data["status"],
+            reason=serializer.validated_data["reason"],
+            actor=request.user,
+            surface=ConsentSurface.API,
+        )
+        return Response(
+            {
+                "person": person_output(person, for_agent=False),
+                "event": None if event is None else ConsentEventOutputSerializer(event).data,
+            }
+        )
+
+
+class PersonConsentEventListApi(APIView):
+    # The reasons in the audit trail are the owner's own notes: not for agents.
+    permission_classes = [*APIView.permission_classes, OwnerOnly]
+
+    @extend_schema(
+        operation_id="people_consent_events",
+        summary="A person's consent history, newest first (owner only)",
+        responses={
+            200: ConsentEventOutputSerializer(many=True),
+            403: error_response("Agent tokens cannot read the audit trail."),
+            404: NOT_FOUND,
+        },
+    )
+    def get(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        events = person_consent_events(person=person)
+        return Response(ConsentEventOutputSerializer(events, many=True).data)
