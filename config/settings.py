@@ -156,7 +156,21 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "inter
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- Embeddings and edges (memories/tasks.py) --------------------------------
+# Outgoing `similar` edges per memory, and the cosine similarity they need.
+MEMORY_EDGES_SIMILAR_LIMIT = env.int("MEMORY_EDGES_SIMILAR_LIMIT", default=5)
+MEMORY_EDGES_SIMILAR_MIN_SIMILARITY = env.float("MEMORY_EDGES_SIMILAR_MIN_SIMILARITY", default=0.5)
+MEMORY_EDGES_SHARED_PERSON_LIMIT = env.int("MEMORY_EDGES_SHARED_PERSON_LIMIT", default=10)
+# A claim older than this (seconds) belongs to a dead worker: longer than the task's hard time limit.
+MEMORY_EMBEDDING_CLAIM_TIMEOUT = env.int("MEMORY_EMBEDDING_CLAIM_TIMEOUT", default=600)
+MEMORY_SWEEP_INTERVAL = env.int("MEMORY_SWEEP_INTERVAL", default=60)
+MEMORY_SWEEP_GRACE = env.int("MEMORY_SWEEP_GRACE", default=30)
+MEMORY_SWEEP_BATCH_SIZE = env.int("MEMORY_SWEEP_BATCH_SIZE", default=128)
+MEMORY_SWEEP_MAX_MEMORIES = env.int("MEMORY_SWEEP_MAX_MEMORIES", default=2048)
+CELERY_BEAT_SCHEDULE: dict = {
+    "memories-sweep": {"task": "memories.sweep", "schedule": float(MEMORY_SWEEP_INTERVAL)},
+}
 
 # --- Memory lifecycle (memories/lifecycle.py) --------------------------------
 # Days after occurred_at until a memory of that kind leaves agent retrieval; None = never.

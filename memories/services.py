@@ -1,16 +1,29 @@
 from __future__ import annotations
 
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import partial
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count, F, Q, Subquery
 from django.utils import timezone
+from pgvector.django import CosineDistance
 
 from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
-from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
+from memories.models import (
+    EdgeKind,
+    Memory,
+    MemoryEdge,
+    MemoryKind,
+    MemoryParticipant,
+    ParticipantRole,
+    Sensitivity,
+)
 from people.models import Person
 from people.services import person_create
 
@@ -88,7 +101,12 @@ def memory_create(
     MemoryParticipant.objects.bulk_create(
         MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
     )
+    _request_refresh(memory_id=memory.pk, text_changed=True)
     return memory
+
+
+# Written by the workers; memory_update must not write back a stale copy of them.
+WORKER_FIELDS = ("embedding", "embedding_model", "embedded_at", "embedding_claimed_at", "edges_computed_at")
 
 
 @transaction.atomic
@@ -110,6 +128,13 @@ def memory_update(
     )
     _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
     specs = None if participants is None else _validate_participants(owner=owner, participants=participants)
+    # Lock the row and take the workers' fields from it, not from `memory`,
+    # which may have been loaded before a worker stored a vector.
+    current = (
+        Memory.objects.select_for_update().filter(pk=memory.pk).values("title", "body", *WORKER_FIELDS).get()
+    )
+    for field in WORKER_FIELDS:
+        setattr(memory, field, current[field])
     memory.body = body.strip()
     memory.title = title.strip()
     if occurred_at is not None:
@@ -118,12 +143,24 @@ def memory_update(
     memory.sensitivity = sensitivity
     memory.source_person = source_person
     memory_apply_expiry(memory=memory)
+    text_changed = (current["title"], current["body"]) != (memory.title, memory.body)
+    if text_changed:
+        # The old vector describes the old text: drop it (full-text search still
+        # finds the memory) and release any claim so the new task can take it.
+        memory.embedding = None
+        memory.embedding_model = ""
+        memory.embedded_at = None
+        memory.embedding_claimed_at = None
+    if text_changed or specs is not None:
+        memory.edges_computed_at = None
     memory.save()
     if specs is not None:
         MemoryParticipant.objects.filter(memory=memory).delete()
         MemoryParticipant.objects.bulk_create(
             MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
         )
+    if text_changed or specs is not None:
+        _request_refresh(memory_id=memory.pk, text_changed=text_changed)
     return memory
 
 
@@ -204,3 +241,245 @@ def memory_update_with_new_people(
         source_person=source_person,
         participants=specs,
     )
+
+
+# --- Derived data: embeddings and edges (run by memories/tasks.py) ----------
+#
+# A memory's embedding and edges are computed by Celery workers after the save
+# commits. The services below are what the tasks call; they take ids, load fresh
+# state and are idempotent, so a redelivered, duplicated or concurrent task
+# leaves the same rows.
+
+# Edges the workers own; `supersedes` edges are written by the lifecycle code.
+COMPUTED_EDGE_KINDS = (EdgeKind.SIMILAR, EdgeKind.SHARED_PERSON)
+
+
+def _request_refresh(*, memory_id: uuid.UUID, text_changed: bool) -> None:
+    """After commit, ask the workers to recompute this memory's embedding and/or edges.
+
+    After commit, so a worker never looks for a row that is not there yet. The
+    publish never raises (memories.tasks.enqueue logs instead): a down broker
+    must not fail a save. The beat sweep finds whatever this misses, because the
+    row itself records what is stale (embedded_at / edges_computed_at NULL).
+    """
+    from memories import tasks
+
+    if text_changed:
+        publish = partial(tasks.enqueue, tasks.refresh_memories, [str(memory_id)])
+    else:
+        publish = partial(tasks.enqueue, tasks.compute_edges, [str(memory_id)], True)
+    transaction.on_commit(publish, robust=True)
+
+
+def _embedding_input(*, title: str, body: str) -> str:
+    return f"{title}\n\n{body}" if title else body
+
+
+def memory_embed_batch(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Compute and store the embeddings of those memories that still need one.
+
+    Returns the ids whose vectors this call stored. Work is claimed first with a
+    conditional update (skipping rows another transaction holds), so two workers
+    given the same ids never both encode them; a claim left by a worker that died
+    becomes reclaimable after MEMORY_EMBEDDING_CLAIM_TIMEOUT seconds. The texts are
+    encoded in one embed_texts call (batched inside), not one by one.
+    """
+    from memories.embeddings import MODEL_NAME, embed_texts
+
+    claimed_at = timezone.now()
+    stale_before = claimed_at - timedelta(seconds=settings.MEMORY_EMBEDDING_CLAIM_TIMEOUT)
+    with transaction.atomic():
+        claimable = (
+            Memory.objects.filter(id__in=list(memory_ids), embedded_at__isnull=True)
+            .filter(Q(embedding_claimed_at__isnull=True) | Q(embedding_claimed_at__lt=stale_before))
+            .select_for_update(skip_locked=True)
+            .order_by("id")
+        )
+        claimed = list(claimable.values_list("id", "title", "body"))
+        Memory.objects.filter(id__in=[memory_id for memory_id, _, _ in claimed]).update(
+            embedding_claimed_at=claimed_at
+        )
+    if not claimed:
+        return []
+    try:
+        vectors = embed_texts([_embedding_input(title=title, body=body) for _, title, body in claimed])
+    except BaseException:
+        # Give the work back at once (soft time limit, model error) rather than
+        # making the next attempt wait for the claim to go stale.
+        Memory.objects.filter(
+            id__in=[memory_id for memory_id, _, _ in claimed], embedding_claimed_at=claimed_at
+        ).update(embedding_claimed_at=None)
+        raise
+    stored: list[uuid.UUID] = []
+    with transaction.atomic():
+        for (memory_id, title, body), vector in zip(claimed, vectors, strict=True):
+            # Only if the text is still the text we encoded: an edit made while we
+            # were encoding wins, and its own task stores the newer vector.
+            written = Memory.objects.filter(
+                id=memory_id, title=title, body=body, embedded_at__isnull=True
+            ).update(
+                embedding=vector,
+                embedding_model=MODEL_NAME,
+                embedded_at=claimed_at,
+                embedding_claimed_at=None,
+            )
+            if written:
+                stored.append(memory_id)
+    return stored
+
+
+def _similar_targets(*, memory_id: uuid.UUID, owner_id: int, embedding) -> list[tuple[uuid.UUID, float]]:
+    limit = settings.MEMORY_EDGES_SIMILAR_LIMIT
+    with connection.cursor() as cursor:
+        # The owner filter is applied after the HNSW scan: an iterative scan keeps
+        # going until `limit` rows of this owner are found (re-sorted below).
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true)",
+            [str(max(40, 2 * limit))],
+        )
+    nearest = (
+        Memory.objects.filter(owner_id=owner_id, embedding__isnull=False)
+        .exclude(id=memory_id)
+        .annotate(distance=CosineDistance("embedding", embedding))
+        .order_by("distance")
+        .values_list("id", "distance")[:limit]
+    )
+    similar = sorted((distance, target_id) for target_id, distance in nearest)
+    minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
+    return [(target_id, 1.0 - distance) for distance, target_id in similar if 1.0 - distance >= minimum]
+
+
+def _shared_person_targets(*, memory_id: uuid.UUID, owner_id: int) -> list[tuple[uuid.UUID, float]]:
+    # The owner's Self person would link every memory to every other: not a signal.
+    people = MemoryParticipant.objects.filter(memory_id=memory_id, person__is_self=False).values("person_id")
+    rows = (
+        MemoryParticipant.objects.filter(person_id__in=Subquery(people), memory__owner_id=owner_id)
+        .exclude(memory_id=memory_id)
+        .values("memory_id")
+        .annotate(shared=Count("person_id"))
+        .order_by("-shared", "-memory__occurred_at", "memory_id")[: settings.MEMORY_EDGES_SHARED_PERSON_LIMIT]
+    )
+    return [(row["memory_id"], float(row["shared"])) for row in rows]
+
+
+def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
+    """Replace this memory's computed edges (atomically) from its current state.
+
+    Edges are directed and owned by their source: the `similar` and
+    `shared_person` edges with source = this memory are its own top-few lists
+    (similar: nearest by cosine with similarity >= MEMORY_EDGES_SIMILAR_MIN_SIMILARITY;
+    shared_person: most people in common, the owner's Self person not counted).
+    Recomputing replaces exactly those rows, so running it twice, or twice at once
+    (serialised by an advisory lock), leaves the same rows.
+
+    Returns the neighbours whose own lists may now be stale: those that pointed
+    here, and those this memory now points to (similarity and sharing a person
+    are symmetric, so this memory may belong in their lists).
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"edges:{memory_id}"])
+        memory = Memory.objects.filter(id=memory_id).values("owner_id", "embedding").first()
+        if memory is None:
+            return set()  # deleted since the task was queued; its edges went with it
+        targets: list[tuple[str, uuid.UUID, float]] = []
+        if memory["embedding"] is not None:
+            targets += [
+                (EdgeKind.SIMILAR, target_id, weight)
+                for target_id, weight in _similar_targets(
+                    memory_id=memory_id, owner_id=memory["owner_id"], embedding=memory["embedding"]
+                )
+            ]
+        targets += [
+            (EdgeKind.SHARED_PERSON, target_id, weight)
+            for target_id, weight in _shared_person_targets(memory_id=memory_id, owner_id=memory["owner_id"])
+        ]
+        pointing_here = set(
+            MemoryEdge.objects.filter(target_id=memory_id, kind__in=COMPUTED_EDGE_KINDS).values_list(
+                "source_id", flat=True
+            )
+        )
+        MemoryEdge.objects.filter(source_id=memory_id, kind__in=COMPUTED_EDGE_KINDS).delete()
+        MemoryEdge.objects.bulk_create(
+            MemoryEdge(
+                owner_id=memory["owner_id"],
+                source_id=memory_id,
+                target_id=target_id,
+                kind=kind,
+                weight=weight,
+            )
+            for kind, target_id, weight in targets
+        )
+        Memory.objects.filter(id=memory_id).update(edges_computed_at=timezone.now())
+    return (pointing_here | {target_id for _, target_id, _ in targets}) - {memory_id}
+
+
+def memory_edges_refresh_many(
+    *, memory_ids: Sequence[uuid.UUID], invalidate_neighbours: bool
+) -> list[uuid.UUID]:
+    """memory_edges_refresh for each id; optionally invalidate the neighbours' edges.
+
+    With `invalidate_neighbours`, neighbours outside `memory_ids` get their
+    edges_computed_at cleared, so the sweep recomputes them even if no task does,
+    and their ids are returned for the caller to queue. Those follow-up refreshes
+    run without invalidating further: one hop, no cascade.
+    """
+    neighbours: set[uuid.UUID] = set()
+    for memory_id in sorted(set(memory_ids)):
+        neighbours |= memory_edges_refresh(memory_id=memory_id)
+    if not invalidate_neighbours:
+        return []
+    outside = sorted(neighbours - set(memory_ids))
+    # Its own statement, after the refreshes committed: never holds one memory's
+    # lock while waiting on a neighbour's row.
+    Memory.objects.filter(id__in=outside).update(edges_computed_at=None)
+    return outside
+
+
+def memory_refresh(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Embed the memories that need it (one batch), then recompute their edges.
+
+    Edges are recomputed for the memories embedded now and for those whose edges
+    are missing or older than their embedding. Returns the neighbours whose edge
+    lists were invalidated (for the caller to queue).
+    """
+    embedded = set(memory_embed_batch(memory_ids=memory_ids))
+    stale_edges = set(
+        Memory.objects.filter(id__in=list(memory_ids))
+        .filter(Q(edges_computed_at__isnull=True) | Q(edges_computed_at__lt=F("embedded_at")))
+        .values_list("id", flat=True)
+    )
+    return memory_edges_refresh_many(memory_ids=sorted(embedded | stale_edges), invalidate_neighbours=True)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    embed_batches: list[list[uuid.UUID]]
+    stale_edges: list[uuid.UUID]
+
+
+def memory_sweep_plan(*, batch_size: int, max_memories: int, grace: timedelta) -> SweepPlan:
+    """What the beat sweep should queue: memories with no (or a stale) embedding, and stale edges.
+
+    Memories changed within `grace` are left to the task their save queued; ones
+    whose embedding is claimed by a live worker are left to that worker.
+    """
+    now = timezone.now()
+    settled = Q(updated_at__lt=now - grace)
+    stale_claim = now - timedelta(seconds=settings.MEMORY_EMBEDDING_CLAIM_TIMEOUT)
+    to_embed = list(
+        Memory.objects.filter(settled, embedded_at__isnull=True)
+        .filter(Q(embedding_claimed_at__isnull=True) | Q(embedding_claimed_at__lt=stale_claim))
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:max_memories]
+    )
+    stale_edges = list(
+        Memory.objects.filter(embedded_at__isnull=False)
+        .filter(Q(edges_computed_at__isnull=True) | Q(edges_computed_at__lt=F("embedded_at")))
+        .filter(Q(embedded_at__lt=now - grace))
+        .order_by("embedded_at")
+        .values_list("id", flat=True)[:max_memories]
+    )
+    batches = [to_embed[start : start + batch_size] for start in range(0, len(to_embed), batch_size)]
+    return SweepPlan(embed_batches=batches, stale_edges=stale_edges)

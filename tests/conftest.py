@@ -22,6 +22,37 @@ def pytest_configure(config: pytest.Config) -> None:
         pytest.exit(embedded.NOT_RUNNING_HELP + "\n(`make test` starts it for you.)", returncode=1)
 
 
+# Saves publish Celery tasks after commit (in transactional tests). They go to
+# their own Redis database, flushed at the start of each session, so they never
+# reach the development worker's queue. KEEPSAKE_TEST_BROKER_URL overrides it.
+TEST_BROKER_DB = 15
+
+
+def broker_url_with_db(redis_url: str, db: int) -> str:
+    """`redis_url` with its database number replaced by `db`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    return urlunsplit(urlsplit(redis_url)._replace(path=f"/{db}"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_test_broker() -> None:
+    import redis
+    from django.conf import settings as django_settings
+
+    from config.celery import app as celery_app
+
+    url = os.environ.get("KEEPSAKE_TEST_BROKER_URL") or broker_url_with_db(
+        django_settings.REDIS_URL, TEST_BROKER_DB
+    )
+    celery_app.conf.broker_url = url
+    django_settings.CELERY_BROKER_URL = url
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=1).flushdb()
+    except redis.RedisError:
+        pass  # no broker: publishing just logs, which is what saves must survive anyway
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
