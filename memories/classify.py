@@ -279,10 +279,12 @@ def _looks_like_secret(*, value: str, separator: str, quoted: bool) -> bool:
     value = value.rstrip(".,;:!?)]}")
     if len(value) < 3:
         return False
+    if quoted:
+        return True
     lowered = value.lower()
     if lowered in _NOT_A_SECRET:
         return False
-    if quoted or separator in {"=", ":", "->"}:
+    if separator in {"=", ":", "->"}:
         return True
     if any(character.isdigit() for character in value) or not value.isalpha():
         return True
