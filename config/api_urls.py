@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.apis import TokenListApi, TokenRevokeApi
 from agents.apis import AgentDetailApi, AgentListApi
+from memories.apis import MemoryDetailApi, MemoryListApi, MemorySearchApi, MemorySimilarApi
 from people.apis import PersonConsentApi, PersonConsentEventListApi, PersonDetailApi, PersonListApi
 
 
@@ -23,6 +24,10 @@ v1_patterns = [
         PersonConsentEventListApi.as_view(),
         name="api-person-consent-events",
     ),
+    path("memories/", MemoryListApi.as_view(), name="api-memories"),
+    path("memories/search/", MemorySearchApi.as_view(), name="api-memory-search"),
+    path("memories/<uuid:memory_id>/", MemoryDetailApi.as_view(), name="api-memory"),
+    path("memories/<uuid:memory_id>/similar/", MemorySimilarApi.as_view(), name="api-memory-similar"),
     path("agents/", AgentListApi.as_view(), name="api-agents"),
     path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
     path("tokens/", TokenListApi.as_view(), name="api-tokens"),

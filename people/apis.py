@@ -78,7 +78,10 @@ class PersonListApi(APIView):
     class InputSerializer(serializers.Serializer):
         display_name = serializers.CharField(max_length=200)
         aliases = serializers.ListField(
-            child=serializers.CharField(max_length=200), max_length=50, required=False, default=list
+            child=serializers.CharField(max_length=200, allow_blank=True),
+            max_length=50,
+            required=False,
+            default=list,
         )
         kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
         notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")
@@ -120,7 +123,10 @@ class PersonDetailApi(APIView):
     class InputSerializer(serializers.Serializer):
         display_name = serializers.CharField(max_length=200)
         aliases = serializers.ListField(
-            child=serializers.CharField(max_length=200), max_length=50, required=False, default=list
+            child=serializers.CharField(max_length=200, allow_blank=True),
+            max_length=50,
+            required=False,
+            default=list,
         )
         kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
         notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")

@@ -1,0 +1,388 @@
+"""REST API for memories (`/api/v1/memories/`).
+
+Owner tokens and sessions read the whole journal; `respect_consent` is theirs to
+choose. Agent tokens read through the one consent gate in memories/retrieval.py:
+`respect_consent` is forced on whatever the client sends, a memory outside the
+gate answers 404 exactly like one that does not exist, and nothing is written.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
+from rest_framework.views import APIView
+
+from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.authentication import AgentTokensReadOnly, request_agent
+from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
+from memories.retrieval import agent_visible_memories, memory_search, memory_similar
+from memories.selectors import MemoryFilters, memory_apply_filters, memory_get, memory_list
+from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
+from people.models import ConsentStatus, Person
+from people.selectors import person_list
+
+PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
+NOT_FOUND = error_response("Unknown memory (or another owner's, or hidden from this agent).")
+AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
+CONSENT_GATED_HELP = (
+    "True when results went through the consent gate: always for agent tokens, and for owners "
+    "who asked for respect_consent."
+)
+
+
+# --- Output ---------------------------------------------------------------------
+class ParticipantOutputSerializer(serializers.Serializer):
+    person = serializers.UUIDField(source="person_id")
+    display_name = serializers.CharField(source="person.display_name")
+    role = serializers.ChoiceField(choices=ParticipantRole.choices)
+    consent_status = serializers.ChoiceField(source="person.consent_status", choices=ConsentStatus.choices)
+
+    class Meta:
+        ref_name = "MemoryParticipant"
+
+
+class MemoryOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    body = serializers.CharField()
+    occurred_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    kind = serializers.ChoiceField(choices=MemoryKind.choices)
+    sensitivity = serializers.ChoiceField(choices=Sensitivity.choices)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    source_person = serializers.UUIDField(source="source_person_id", allow_null=True)
+    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    participants = ParticipantOutputSerializer(many=True, source="participants.all")
+    embedding_status = serializers.SerializerMethodField(
+        help_text="“pending” until the worker has computed the embedding, then “ready”."
+    )
+
+    class Meta:
+        ref_name = "Memory"
+
+    @extend_schema_field(serializers.ChoiceField(choices=["pending", "ready"]))
+    def get_embedding_status(self, memory: Memory) -> str:
+        return "pending" if memory.embedded_at is None else "ready"
+
+
+class SearchResultSerializer(serializers.Serializer):
+    memory = MemoryOutputSerializer()
+    score = serializers.FloatField(help_text="Higher is a better match.")
+
+    class Meta:
+        ref_name = "MemorySearchResult"
+
+
+class SearchOutputSerializer(serializers.Serializer):
+    results = SearchResultSerializer(many=True)
+    consent_gated = serializers.BooleanField(help_text=CONSENT_GATED_HELP)
+
+    class Meta:
+        ref_name = "MemorySearchResults"
+
+
+def _search_results(hits: list) -> list[dict]:
+    return [{"memory": MemoryOutputSerializer(hit.memory).data, "score": hit.score} for hit in hits]
+
+
+# --- Input helpers ----------------------------------------------------------------
+class ParticipantInputSerializer(serializers.Serializer):
+    person = serializers.UUIDField()
+    role = serializers.ChoiceField(choices=ParticipantRole.choices, default=ParticipantRole.SUBJECT)
+
+    class Meta:
+        ref_name = "MemoryParticipantInput"
+
+
+def _owner_people(request: Request, person_ids: list) -> dict:
+    """The owner's people among `person_ids`; an unknown id is a 400, never a silent drop."""
+    found = {person.pk: person for person in person_list(owner=request.user).filter(pk__in=person_ids)}
+    return found
+
+
+def _participant_specs(request: Request, participants: list[dict]) -> list[ParticipantSpec]:
+    people = _owner_people(request, [p["person"] for p in participants])
+    unknown = [str(p["person"]) for p in participants if p["person"] not in people]
+    if unknown:
+        # The same message whether the id is someone else's or nobody's.
+        raise serializers.ValidationError({"participants": [f"Unknown person: {', '.join(unknown)}."]})
+    return [ParticipantSpec(person=people[p["person"]], role=p["role"]) for p in participants]
+
+
+def _source_person(request: Request, person_id) -> Person | None:
+    if person_id is None:
+        return None
+    person = _owner_people(request, [person_id]).get(person_id)
+    if person is None:
+        raise serializers.ValidationError({"source_person": ["Unknown person."]})
+    return person
+
+
+def _respect_consent(request: Request, requested: bool) -> bool:
+    """Agents are always gated, whatever they ask for; owners choose."""
+    return True if request_agent(request) is not None else requested
+
+
+def _agent_memories(request: Request, filters: MemoryFilters | None = None) -> QuerySet[Memory]:
+    """What an agent may read: the shared consent gate, then the client's filters."""
+    memories = memory_apply_filters(agent_visible_memories(request.user), filters)
+    return memories.select_related("source_person").prefetch_related(
+        Prefetch("participants", queryset=MemoryParticipant.objects.select_related("person"))
+    )
+
+
+def _visible_memory(request: Request, memory_id) -> Memory:
+    """The memory this caller may read, or 404 (for an agent: gated-out looks missing)."""
+    if request_agent(request) is None:
+        return memory_get(owner=request.user, memory_id=memory_id)
+    memory = _agent_memories(request).filter(pk=memory_id).first()
+    if memory is None:
+        raise Http404
+    return memory
+
+
+# --- Views ------------------------------------------------------------------------
+class MemoryListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class FilterSerializer(serializers.Serializer):
+        person = serializers.UUIDField(required=False, help_text="Only memories this person is in.")
+        kind = serializers.ChoiceField(choices=MemoryKind.choices, required=False)
+        date_from = serializers.DateField(required=False, help_text="On or after this day.")
+        date_to = serializers.DateField(required=False, help_text="On or before this day.")
+        limit = serializers.IntegerField(min_value=1, max_value=100, default=20)
+        offset = serializers.IntegerField(min_value=0, default=0)
+
+        class Meta:
+            ref_name = "MemoryListFilters"
+
+        def validate(self, data: dict) -> dict:
+            if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
+                raise serializers.ValidationError({"date_to": ["Must not be before date_from."]})
+            return data
+
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        next = serializers.URLField(allow_null=True)
+        previous = serializers.URLField(allow_null=True)
+        results = MemoryOutputSerializer(many=True)
+        consent_gated = serializers.BooleanField(help_text="True for agent tokens: only gated memories.")
+
+        class Meta:
+            ref_name = "MemoryPage"
+
+    class InputSerializer(serializers.Serializer):
+        body = serializers.CharField(max_length=50_000)
+        title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+        occurred_at = serializers.DateTimeField(
+            required=False, allow_null=True, default=None, help_text="When it happened; defaults to now."
+        )
+        kind = serializers.ChoiceField(choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
+        sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
+        source_person = serializers.UUIDField(
+            required=False, allow_null=True, default=None, help_text="Who told me; null = I saw it myself."
+        )
+        participants = ParticipantInputSerializer(many=True, required=False, default=list, max_length=100)
+
+        class Meta:
+            ref_name = "MemoryCreate"
+
+    @extend_schema(
+        operation_id="memories_list",
+        summary="List memories, newest first (agent tokens: consent-gated)",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, 400: VALIDATION_ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        person = None
+        if "person" in data:
+            person = _owner_people(request, [data["person"]]).get(data["person"])
+            if person is None:
+                raise serializers.ValidationError({"person": ["Unknown person."]})
+        filters = MemoryFilters(
+            person=person, kind=data.get("kind"), date_from=data.get("date_from"), date_to=data.get("date_to")
+        )
+        agent = request_agent(request)
+        if agent is None:
+            memories = memory_list(owner=request.user, filters=filters)
+        else:
+            memories = _agent_memories(request, filters).order_by("-occurred_at", "-created_at")
+        limit, offset = data["limit"], data["offset"]
+        count = memories.count()
+        page = memories[offset : offset + limit]
+        url = request.build_absolute_uri()
+        next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
+        previous_url = None
+        if offset > 0:
+            previous_url = replace_query_param(url, "offset", max(offset - limit, 0))
+        return Response(
+            {
+                "count": count,
+                "next": next_url,
+                "previous": previous_url,
+                "results": MemoryOutputSerializer(page, many=True).data,
+                "consent_gated": agent is not None,
+            }
+        )
+
+    @extend_schema(
+        operation_id="memories_create",
+        summary="Record a memory with its participants (all or nothing)",
+        request=InputSerializer,
+        responses={201: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        memory = memory_create(
+            owner=request.user,
+            body=data["body"],
+            title=data["title"],
+            occurred_at=data["occurred_at"],
+            kind=data["kind"],
+            sensitivity=data["sensitivity"],
+            source_person=_source_person(request, data["source_person"]),
+            participants=_participant_specs(request, data["participants"]),
+        )
+        memory = memory_get(owner=request.user, memory_id=memory.pk)
+        return Response(MemoryOutputSerializer(memory).data, status=status.HTTP_201_CREATED)
+
+
+class MemoryDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        body = serializers.CharField(max_length=50_000)
+        title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+        occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+        kind = serializers.ChoiceField(choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
+        sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
+        source_person = serializers.UUIDField(required=False, allow_null=True, default=None)
+        # Required on PUT: silently dropping participants would widen what agents may see.
+        participants = ParticipantInputSerializer(
+            many=True, max_length=100, help_text="Replaces the whole set. Required on PUT."
+        )
+
+        class Meta:
+            ref_name = "MemoryUpdate"
+
+    @extend_schema(
+        operation_id="memories_retrieve",
+        summary="Get a memory (agent tokens: 404 unless it passes the consent gate)",
+        responses={200: MemoryOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, memory_id) -> Response:
+        return Response(MemoryOutputSerializer(_visible_memory(request, memory_id)).data)
+
+    def _update(self, request: Request, memory_id, *, partial: bool) -> Response:
+        memory = memory_get(owner=request.user, memory_id=memory_id)
+        serializer = self.InputSerializer(data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        participants = None
+        if "participants" in data:
+            participants = _participant_specs(request, data["participants"])
+        source_person = memory.source_person
+        if "source_person" in data:
+            source_person = _source_person(request, data["source_person"])
+        memory_update(
+            memory=memory,
+            body=data.get("body", memory.body),
+            title=data.get("title", memory.title),
+            occurred_at=data.get("occurred_at"),
+            kind=data.get("kind", memory.kind),
+            sensitivity=data.get("sensitivity", memory.sensitivity),
+            source_person=source_person,
+            participants=participants,
+        )
+        memory = memory_get(owner=request.user, memory_id=memory.pk)
+        return Response(MemoryOutputSerializer(memory).data)
+
+    @extend_schema(
+        operation_id="memories_update",
+        summary="Replace a memory and its participants",
+        request=InputSerializer,
+        responses={200: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def put(self, request: Request, memory_id) -> Response:
+        return self._update(request, memory_id, partial=False)
+
+    @extend_schema(
+        operation_id="memories_partial_update",
+        summary="Change part of a memory; participants, when given, replace the whole set",
+        request=InputSerializer(partial=True),
+        responses={200: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def patch(self, request: Request, memory_id) -> Response:
+        return self._update(request, memory_id, partial=True)
+
+    @extend_schema(
+        operation_id="memories_destroy",
+        summary="Delete a memory",
+        responses={204: None, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, memory_id) -> Response:
+        memory_delete(memory=memory_get(owner=request.user, memory_id=memory_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class RetrievalParamsSerializer(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=50, default=10)
+    respect_consent = serializers.BooleanField(
+        default=False, help_text="Owners may ask for the agent view; agent tokens are always gated."
+    )
+
+    class Meta:
+        ref_name = "RetrievalParams"
+
+
+class MemorySearchApi(APIView):
+    class ParamsSerializer(RetrievalParamsSerializer):
+        q = serializers.CharField(max_length=1000, help_text="What to look for (words or a question).")
+
+        class Meta:
+            ref_name = "MemorySearchParams"
+
+    @extend_schema(
+        operation_id="memories_search",
+        summary="Search memories by meaning and words (agent tokens: consent-gated)",
+        parameters=[ParamsSerializer],
+        responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        params = self.ParamsSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
+        hits = memory_search(
+            request.user,
+            params.validated_data["q"],
+            respect_consent=respect_consent,
+            limit=params.validated_data["limit"],
+        )
+        return Response({"results": _search_results(hits), "consent_gated": respect_consent})
+
+
+class MemorySimilarApi(APIView):
+    @extend_schema(
+        operation_id="memories_similar",
+        summary="Memories similar to this one (agent tokens: consent-gated, and 404 for a hidden one)",
+        parameters=[RetrievalParamsSerializer],
+        responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, memory_id) -> Response:
+        memory = _visible_memory(request, memory_id)
+        params = RetrievalParamsSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
+        hits = memory_similar(memory, respect_consent=respect_consent, limit=params.validated_data["limit"])
+        return Response({"results": _search_results(hits), "consent_gated": respect_consent})
