@@ -172,7 +172,7 @@ def _subject_sets(memory_ids: list[uuid.UUID]) -> dict[uuid.UUID, frozenset[uuid
 
 
 def supersession_propose(*, memory_id: uuid.UUID, limit: int = 3) -> list[SupersessionProposal]:
-    """Propose older memories that `memory_id` may replace. Idempotent; for the worker.
+    """Propose older memories that `memory_id` may replace; returns the pending ones. Idempotent.
 
     A candidate is an older memory of the same owner, kind, sensitivity and
     sharing scope, not already replaced, about exactly the same subject people
@@ -231,7 +231,9 @@ def supersession_propose(*, memory_id: uuid.UUID, limit: int = 3) -> list[Supers
         )
         proposals = list(
             SupersessionProposal.objects.filter(
-                newer=memory, older__in=[candidate.pk for candidate in chosen]
+                newer=memory,
+                older__in=[candidate.pk for candidate in chosen],
+                status=ProposalStatus.PENDING,
             )
         )
     Memory.objects.filter(pk=memory.pk).update(supersession_checked_at=checked_at)
