@@ -69,9 +69,7 @@ class MemoryForm(forms.Form):
 class ParticipantForm(forms.Form):
     """One row: pick an existing person or type a new name, and a role."""
 
-    person = forms.ModelChoiceField(
-        queryset=Person.objects.none(), required=False, empty_label="— pick someone —"
-    )
+    person = forms.ModelChoiceField(queryset=Person.objects.none(), required=False, empty_label="— person —")
     new_name = forms.CharField(
         max_length=200,
         required=False,
