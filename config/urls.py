@@ -9,5 +9,6 @@ urlpatterns = [
     path("people/", include("people.urls")),
     path("search/", include("memories.search_urls")),
     path("api/", include("config.api_urls")),
+    path("settings/", include("portability.urls")),
     path("", include("memories.urls")),
 ]

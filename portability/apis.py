@@ -1,0 +1,53 @@
+"""`GET /api/v1/export/`: everything the owner has, for owner tokens and sessions only."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.authentication import OwnerOnly
+from portability.selectors import export_filename, export_json, export_markdown_zip
+
+
+class ExportApi(APIView):
+    # An export is the owner's whole journal, ungated: never for an agent token.
+    permission_classes = [*APIView.permission_classes, OwnerOnly]
+
+    class InputSerializer(serializers.Serializer):
+        archive = serializers.ChoiceField(choices=["json", "markdown"], default="json", required=False)
+
+    @extend_schema(
+        operation_id="export",
+        summary="Export everything the owner has (owner only)",
+        description="`archive=json` (default): one JSON document with `schema_version`, `exported_at`, "
+        "people, consent_events, memories (with participants; no embedding vectors), edges, agents and "
+        "`records` (every other model holding the owner's rows, e.g. access tokens without secrets). "
+        "`archive=markdown`: a ZIP with one Markdown file per memory, YAML front matter first.",
+        parameters=[
+            OpenApiParameter("archive", OpenApiTypes.STR, enum=["json", "markdown"], default="json"),
+        ],
+        responses={
+            (200, "application/json"): OpenApiResponse(OpenApiTypes.OBJECT, description="The export."),
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="Markdown ZIP."),
+            400: VALIDATION_ERROR,
+            401: error_response("No or invalid credentials."),
+            403: error_response("Agent tokens cannot export."),
+        },
+    )
+    def get(self, request: Request) -> Response | HttpResponse:
+        params = self.InputSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        if params.validated_data.get("archive", "json") == "markdown":
+            filename = export_filename(owner=request.user, extension="zip")
+            return HttpResponse(
+                export_markdown_zip(owner=request.user),
+                content_type="application/zip",
+                headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+            )
+        return Response(export_json(owner=request.user))

@@ -1,0 +1,427 @@
+"""Writes: importing a file in resumable batches, and deleting an account.
+
+Imports go through the project's services (person_create, memory_create), so
+every rule that applies to a memory typed in the journal applies to an imported
+one: validation, the credential refusal, kind/sensitivity inference, expiry and
+the on-commit embedding request. An item a service refuses is skipped and the
+reason is reported; it never stops the rest of the import.
+
+Consent (fail closed): people from a Day One file do not exist (Day One has
+none). People from a Keepsake export keep the consent status the file gives
+them only when the file's consent history for that person is an unbroken chain
+of changes ending in that status; their history is restored as it was. Anything
+else — a status with no history behind it, a broken chain — imports the person
+as `pending`, with an extra consent event saying why, so agents cannot see
+their memories until the owner grants consent again. A memory is never
+imported without one of its participants: if a person was skipped, so are
+their memories.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.sessions.models import Session
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, ProtectedError
+from django.utils import timezone
+
+from agents.models import Agent
+from memories.models import Memory, MemoryEdge
+from memories.services import ParticipantSpec, memory_create
+from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person
+from people.services import person_create, person_update
+from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
+from portability.parsing import parse_datetime_value, parse_import
+
+logger = logging.getLogger(__name__)
+
+BATCH_SIZE = 100
+# The job page shows this many skip reasons; skipped_count keeps the true total.
+SKIP_REPORT_LIMIT = 500
+
+
+# --- starting and resuming ----------------------------------------------------------------
+
+
+def _enqueue_import(job_id: uuid.UUID | str) -> None:
+    # Runs after commit. A broker that is down must not turn a good upload into
+    # an error page: memories.tasks.enqueue logs instead of raising, the job
+    # stays queued and its page offers to resume it.
+    from memories.tasks import enqueue
+    from portability.tasks import import_job_run
+
+    if not enqueue(import_job_run, str(job_id)):
+        logger.warning("Import job %s is queued but not sent to a worker; it can be resumed.", job_id)
+
+
+def import_continue_later(*, job_id: uuid.UUID | str) -> None:
+    """Queue the next run of a job that used up its time budget."""
+    _enqueue_import(job_id)
+
+
+@transaction.atomic
+def import_start(*, owner: AbstractBaseUser, filename: str, content: bytes) -> ImportJob:
+    """Validate the whole file, then queue it as a background job.
+
+    Raises ValidationError (and creates nothing) for a malformed file.
+    """
+    parsed = parse_import(filename=filename, content=content)
+    job = ImportJob.objects.create(
+        owner=owner,
+        format=parsed.format,
+        filename=filename[:255],
+        payload=parsed.items,
+        total=len(parsed.items),
+    )
+    transaction.on_commit(partial(_enqueue_import, job.id))
+    return job
+
+
+@transaction.atomic
+def import_resume(*, job: ImportJob) -> ImportJob:
+    """Queue an unfinished job again; it continues after its last committed batch."""
+    if job.status == ImportStatus.DONE:
+        raise ValidationError("This import has finished; there is nothing to resume.")
+    ImportJob.objects.filter(pk=job.pk).exclude(status=ImportStatus.DONE).update(
+        status=ImportStatus.QUEUED, error=""
+    )
+    job.refresh_from_db(fields=["status", "error"])
+    transaction.on_commit(partial(_enqueue_import, job.id))
+    return job
+
+
+# --- running ------------------------------------------------------------------------
+
+
+class ItemSkipped(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def _validation_reason(error: ValidationError) -> str:
+    if hasattr(error, "error_dict"):
+        return " ".join(message for messages in error.message_dict.values() for message in messages)
+    return " ".join(error.messages)
+
+
+@dataclass
+class _RunContext:
+    owner: AbstractBaseUser
+    # Import key ("person:<id in the file>") → id of what it became here (None: skipped).
+    refs: dict[str, uuid.UUID | None] = field(default_factory=dict)
+    people: dict[uuid.UUID, Person] = field(default_factory=dict)
+
+    def person(self, file_id: str | None, what: str) -> Person | None:
+        if file_id is None:
+            return None
+        new_id = self.refs.get(f"person:{file_id}")
+        if new_id is None:
+            raise ItemSkipped(
+                f"{what} was not imported, so this memory is skipped (it must never reach "
+                "agents without that person's consent)."
+            )
+        if new_id not in self.people:
+            self.people[new_id] = Person.objects.get(pk=new_id, owner=self.owner)
+        return self.people[new_id]
+
+    def memory_id(self, file_id: str) -> uuid.UUID:
+        new_id = self.refs.get(f"memory:{file_id}")
+        if new_id is None:
+            raise ItemSkipped(f"memory {file_id} was skipped, so this link is too.")
+        return new_id
+
+
+def _restore_consent(*, person: Person, item: dict[str, Any], owner: AbstractBaseUser) -> str | None:
+    """Restore the person's consent history and, when that history supports it, their status.
+
+    Returns a note for the job report when the status was reset to pending.
+    """
+    history = item["consent_events"]
+    created = []
+    for event in history:
+        row = ConsentEvent.objects.create(
+            person=person,
+            owner=owner,
+            old_status=event["old_status"],
+            new_status=event["new_status"],
+            actor=owner if event["actor_is_owner"] else None,
+            surface=event["surface"],
+            reason=event["reason"],
+        )
+        created.append((row.pk, event["created_at"]))
+    # The audit trail keeps its original dates; created_at is auto_now_add, so
+    # it can only be set after the insert (still inside this item's transaction).
+    for pk, created_at in created:
+        ConsentEvent.objects.filter(pk=pk).update(created_at=parse_datetime_value(created_at))
+
+    if person.is_self:
+        return None
+    wanted = item["consent_status"]
+    chain_ok = all(
+        event["old_status"] == (history[index - 1]["new_status"] if index else ConsentStatus.PENDING)
+        for index, event in enumerate(history)
+    )
+    supported = chain_ok and bool(history) and history[-1]["new_status"] == wanted
+    if wanted == ConsentStatus.PENDING:
+        supported = chain_ok and (not history or history[-1]["new_status"] == wanted)
+    if supported:
+        Person.objects.filter(pk=person.pk).update(
+            consent_status=wanted, consent_updated_at=parse_datetime_value(item["consent_updated_at"])
+        )
+        return None
+    last = history[-1]["new_status"] if history else ConsentStatus.PENDING
+    reason = (
+        f"Imported as pending: the file says “{wanted}” but its consent history does not record "
+        "that change. Ask them again and set their consent."
+    )
+    if last != ConsentStatus.PENDING:
+        ConsentEvent.objects.create(
+            person=person,
+            owner=owner,
+            old_status=last,
+            new_status=ConsentStatus.PENDING,
+            actor=owner,
+            surface=ConsentSurface.UI,
+            reason=reason,
+        )
+    Person.objects.filter(pk=person.pk).update(consent_status=ConsentStatus.PENDING, consent_updated_at=None)
+    return f"{person.display_name}: {reason}"
+
+
+def _import_person(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    owner = context.owner
+    if item["is_self"]:
+        # The file's own "Self" is this account's Self: never a second one.
+        person = Person.objects.get(owner=owner, is_self=True)
+        person_update(
+            person=person,
+            display_name=item["display_name"],
+            aliases=item["aliases"],
+            kind=item["kind"],
+            notes=item["notes"],
+        )
+    else:
+        person = person_create(
+            owner=owner,
+            display_name=item["display_name"],
+            aliases=item["aliases"],
+            kind=item["kind"],
+            notes=item["notes"],
+        )
+    note = _restore_consent(person=person, item=item, owner=owner)
+    return person.pk, note
+
+
+def _import_agent(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    # Built-in agents already exist in every account: the file's copy updates them.
+    agent = Agent.objects.filter(owner=context.owner, name=item["name"]).first()
+    if agent is None:
+        agent = Agent(owner=context.owner, name=item["name"], is_builtin=False)
+    agent.role = item["role"]
+    agent.instructions = item["instructions"]
+    agent.full_clean()
+    agent.save()
+    return agent.pk, None
+
+
+def _import_memory(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    participants = [
+        ParticipantSpec(context.person(spec["person"], "A person in it"), spec["role"])
+        for spec in item["participants"]
+    ]
+    memory = memory_create(
+        owner=context.owner,
+        body=item["body"],
+        title=item["title"],
+        occurred_at=parse_datetime_value(item["occurred_at"]),
+        kind=item["kind"],
+        sensitivity=item["sensitivity"],
+        source_person=context.person(item["source_person"], "The person who told it"),
+        participants=participants,
+    )
+    return memory.pk, None
+
+
+def _import_dayone_entry(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    if not item["body"].strip():
+        raise ItemSkipped("the entry has no text (photos, audio and drawings are not imported).")
+    memory = memory_create(
+        owner=context.owner,
+        body=item["body"],
+        title=item["title"],
+        occurred_at=parse_datetime_value(item["occurred_at"]),
+        kind=item["kind"],
+    )
+    return memory.pk, None
+
+
+def _import_supersession(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    older = context.memory_id(item["memory"])
+    newer = context.memory_id(item["superseded_by"])
+    Memory.objects.filter(pk=older, owner=context.owner).update(superseded_by=newer)
+    return older, None
+
+
+def _import_edge(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID | None, str | None]:
+    MemoryEdge.objects.get_or_create(
+        owner=context.owner,
+        source_id=context.memory_id(item["source"]),
+        target_id=context.memory_id(item["target"]),
+        kind=item["kind"],
+        defaults={"weight": item["weight"]},
+    )
+    return None, None
+
+
+_HANDLERS = {
+    "person": _import_person,
+    "agent": _import_agent,
+    "memory": _import_memory,
+    "dayone": _import_dayone_entry,
+    "supersede": _import_supersession,
+    "edge": _import_edge,
+}
+
+
+def _describe(item: dict[str, Any]) -> str:
+    if item["type"] == "person":
+        return f"Person “{item['display_name']}”"
+    if item["type"] in ("memory", "dayone"):
+        label = item["title"] or item["body"].strip().split("\n")[0][:60] or item["key"]
+        return f"Memory “{label}” ({(item['occurred_at'] or '')[:10]})"
+    if item["type"] == "agent":
+        return f"Agent “{item['name']}”"
+    return item["key"]
+
+
+def _run_batch(*, job_id: uuid.UUID, items: list[dict[str, Any]], context: _RunContext) -> bool:
+    """Process the next batch in one transaction. Returns False when nothing is left.
+
+    The job row is locked for the batch, so two workers handed the same job
+    (a redelivered task) take turns; `processed` is committed with the rows the
+    batch created, so it is exactly where the next run starts.
+    """
+    with transaction.atomic():
+        job = ImportJob.objects.select_for_update().defer("payload").get(pk=job_id)
+        if job.status != ImportStatus.RUNNING:
+            return False
+        batch = items[job.processed : job.processed + BATCH_SIZE]
+        if not batch:
+            ImportJob.objects.filter(pk=job_id).update(
+                status=ImportStatus.DONE, finished_at=timezone.now(), payload=None
+            )
+            return False
+        if len(context.refs) != job.processed:
+            # Another run committed batches since we loaded our references.
+            context.refs = dict(job.items.values_list("key", "object_id"))
+        records, skipped, notes = [], [], []
+        imported = 0
+        for item in batch:
+            if item["key"] in context.refs:
+                # Already recorded: the counter, not the item, is what went astray.
+                continue
+            handler = _HANDLERS[item["type"]]
+            try:
+                with transaction.atomic():
+                    object_id, note = handler(item, context)
+            except ItemSkipped as skip:
+                reason = skip.reason
+            except ValidationError as error:
+                reason = _validation_reason(error)
+            else:
+                imported += 1
+                context.refs[item["key"]] = object_id
+                records.append(
+                    ImportedItem(
+                        job_id=job_id, key=item["key"], outcome=ImportOutcome.IMPORTED, object_id=object_id
+                    )
+                )
+                if note:
+                    notes.append({"item": _describe(item), "reason": note, "skipped": False})
+                continue
+            context.refs[item["key"]] = None
+            records.append(ImportedItem(job_id=job_id, key=item["key"], outcome=ImportOutcome.SKIPPED))
+            skipped.append({"item": _describe(item), "reason": reason, "skipped": True})
+        ImportedItem.objects.bulk_create(records)
+        room = max(0, SKIP_REPORT_LIMIT - len(job.skipped))
+        ImportJob.objects.filter(pk=job_id).update(
+            processed=F("processed") + len(batch),
+            imported=F("imported") + imported,
+            skipped_count=F("skipped_count") + len(skipped),
+            skipped=job.skipped + (notes + skipped)[:room],
+        )
+    return True
+
+
+def import_run(
+    *, job_id: uuid.UUID | str, time_budget_seconds: float | None = None, max_batches: int | None = None
+) -> bool:
+    """Run a queued or interrupted job batch by batch; True when work is left for another run.
+
+    Safe to call twice or concurrently: finished batches are never redone. An
+    unexpected error rolls back only the current batch, marks the job failed
+    (resumable) and is re-raised for the worker's log.
+    """
+    claimed = ImportJob.objects.filter(
+        pk=job_id, status__in=[ImportStatus.QUEUED, ImportStatus.RUNNING]
+    ).update(status=ImportStatus.RUNNING)
+    if not claimed:
+        return False
+    job = ImportJob.objects.select_related("owner").get(pk=job_id)
+    if job.started_at is None:
+        ImportJob.objects.filter(pk=job_id, started_at=None).update(started_at=timezone.now())
+    items: list[dict[str, Any]] = job.payload or []
+    context = _RunContext(owner=job.owner, refs=dict(job.items.values_list("key", "object_id")))
+    started = time.monotonic()
+    batches = 0
+    try:
+        while _run_batch(job_id=job.pk, items=items, context=context):
+            batches += 1
+            if max_batches is not None and batches >= max_batches:
+                return True
+            if time_budget_seconds is not None and time.monotonic() - started > time_budget_seconds:
+                return True
+    except Exception as exc:
+        ImportJob.objects.filter(pk=job_id).update(
+            status=ImportStatus.FAILED,
+            error=f"The import stopped unexpectedly ({type(exc).__name__}). "
+            "Everything before this point is saved; resume to continue.",
+        )
+        raise
+    return False
+
+
+# --- deleting an account --------------------------------------------------------------
+
+
+@transaction.atomic
+def account_delete(*, user: AbstractBaseUser, password: str) -> None:
+    """Delete the account and every row it owns, after checking the password.
+
+    Rows owned by the user cascade from the user (people, consent events,
+    memories and their participants and edges, agents, tokens, import jobs, …);
+    other users' rows that merely mention them (a person linked to this
+    account) lose the link. Their sessions go too.
+    """
+    if not password or not user.check_password(password):
+        raise ValidationError({"password": "That is not your password; nothing was deleted."})
+    user_id = str(user.pk)
+    for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator():
+        if session.get_decoded().get("_auth_user_id") == user_id:
+            session.delete()
+    try:
+        get_user_model().objects.filter(pk=user.pk).delete()
+    except ProtectedError as exc:
+        raise ValidationError(
+            "Your account could not be deleted because other data still depends on it; nothing was deleted."
+        ) from exc

@@ -1,0 +1,28 @@
+"""Celery task for imports: thin, takes the job id, calls portability.services.import_run."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from portability import services
+
+# Each run works for at most this long, then queues its own continuation, so a
+# 50 000-entry import never meets the task time limit and a worker restart loses
+# at most one uncommitted batch.
+RUN_BUDGET_SECONDS = 60
+
+
+@shared_task(
+    name="portability.import_job_run",
+    soft_time_limit=240,
+    time_limit=300,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=2,
+    retry_backoff_max=120,
+    max_retries=6,
+)
+def import_job_run(job_id: str) -> None:
+    """Import the next batches of a job; re-queue itself while work is left."""
+    if services.import_run(job_id=job_id, time_budget_seconds=RUN_BUDGET_SECONDS):
+        services.import_continue_later(job_id=job_id)

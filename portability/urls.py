@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from portability import views
+
+urlpatterns = [
+    path("", views.settings_page, name="settings"),
+    path("export/keepsake.json", views.export_json, name="export_json"),
+    path("export/memories.zip", views.export_markdown, name="export_markdown"),
+    path("import/", views.import_upload, name="import_upload"),
+    path("imports/<uuid:job_id>/", views.import_job_detail, name="import_job_detail"),
+    path("imports/<uuid:job_id>/resume/", views.import_job_resume, name="import_job_resume"),
+    path("delete-account/", views.account_delete, name="account_delete"),
+]
