@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from people.models import Person
-from people.selectors import person_list
+from people.selectors import person_list, person_name_taken
 
 DATETIME_INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
 
@@ -91,7 +91,7 @@ class ParticipantForm(forms.Form):
         person, new_name = cleaned.get("person"), cleaned.get("new_name")
         if person and new_name:
             raise forms.ValidationError("Pick someone or type a new name, not both.")
-        if new_name and Person.objects.filter(owner=self.owner, display_name__iexact=new_name).exists():
+        if new_name and person_name_taken(owner=self.owner, display_name=new_name):
             raise forms.ValidationError(
                 f"You already have someone called “{new_name}”: pick them from the list instead."
             )

@@ -21,3 +21,8 @@ def person_get(*, owner: AbstractBaseUser, person_id: object) -> Person:
 
 def person_consent_events(*, person: Person) -> QuerySet[ConsentEvent]:
     return ConsentEvent.objects.filter(person=person).select_related("actor")
+
+
+def person_name_taken(*, owner: AbstractBaseUser, display_name: str) -> bool:
+    """Whether the owner already has someone by this name (case-insensitive)."""
+    return Person.objects.filter(owner=owner, display_name__iexact=display_name.strip()).exists()
