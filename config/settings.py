@@ -136,6 +136,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One named enum per choice set, shared by every field that uses it.
+    "ENUM_NAME_OVERRIDES": {
+        "ConsentStatusEnum": "people.models.ConsentStatus",
+        "PersonKindEnum": "people.models.PersonKind",
+        "MemoryKindEnum": "memories.models.MemoryKind",
+        "ParticipantRoleEnum": "memories.models.ParticipantRole",
+        "AgentRoleEnum": "agents.models.AgentRole",
+        "TokenKindEnum": "accounts.models.TokenKind",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------
