@@ -32,6 +32,7 @@ v1_patterns = [
     path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
     path("tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("tokens/<uuid:token_id>/revoke/", TokenRevokeApi.as_view(), name="api-token-revoke"),
+    path("export/", include("portability.api_urls")),
 ]
 
 urlpatterns = [

@@ -420,6 +420,9 @@ def account_delete(*, user: AbstractBaseUser, password: str) -> None:
         if session.get_decoded().get("_auth_user_id") == user_id:
             session.delete()
     try:
+        # Participants PROTECT their person (a person must never silently leave a
+        # memory), so the memories, and with them their participants, go first.
+        Memory.objects.filter(owner=user).delete()
         get_user_model().objects.filter(pk=user.pk).delete()
     except ProtectedError as exc:
         raise ValidationError(
