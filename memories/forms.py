@@ -140,11 +140,23 @@ class BaseParticipantFormSet(forms.BaseFormSet):
         return existing, new
 
 
+PARTICIPANT_MAX_ROWS = 20
+
 ParticipantFormSet = forms.formset_factory(
-    ParticipantForm, formset=BaseParticipantFormSet, extra=3, max_num=20, validate_max=True
+    ParticipantForm, formset=BaseParticipantFormSet, extra=3, max_num=PARTICIPANT_MAX_ROWS, validate_max=True
 )
 
 PARTICIPANT_PREFIX = "people"
+
+
+def participant_row_form(*, owner: AbstractBaseUser, index: int) -> ParticipantForm:
+    """One more empty people row, numbered to extend the formset already on the page."""
+    return ParticipantForm(
+        prefix=f"{PARTICIPANT_PREFIX}-{index}",
+        owner=owner,
+        empty_permitted=True,
+        use_required_attribute=False,
+    )
 
 
 def participant_formset(

@@ -6,13 +6,20 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memories import selectors, services
-from memories.forms import MemoryForm, TimelineFilterForm, participant_formset
+from memories.forms import (
+    PARTICIPANT_MAX_ROWS,
+    PARTICIPANT_PREFIX,
+    MemoryForm,
+    TimelineFilterForm,
+    participant_formset,
+    participant_row_form,
+)
 from memories.models import Memory
 
 PAGE_SIZE = 25
@@ -133,6 +140,27 @@ def memory_create(request: HttpRequest) -> HttpResponse:
         )
     messages.success(request, "Memory saved.")
     return redirect("timeline")
+
+
+@login_required
+@require_GET
+def memory_participant_row(request: HttpRequest) -> HttpResponse:
+    """One more people row for the memory form (htmx), and the formset's new total out of band."""
+    total_forms_name = f"{PARTICIPANT_PREFIX}-TOTAL_FORMS"
+    try:
+        index = int(request.GET.get(total_forms_name, ""))
+    except ValueError:
+        return HttpResponseBadRequest("Missing or bad row count.")
+    if index < 0:
+        return HttpResponseBadRequest("Missing or bad row count.")
+    if index >= PARTICIPANT_MAX_ROWS:
+        return HttpResponse(status=204)  # htmx swaps nothing: the form is full
+    context = {
+        "row": participant_row_form(owner=request.user, index=index),
+        "total_forms_name": total_forms_name,
+        "total_forms": index + 1,
+    }
+    return render(request, "memories/participant_row.html", context)
 
 
 @login_required

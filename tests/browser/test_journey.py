@@ -40,6 +40,10 @@ def test_signup_add_person_and_memory_then_granting_consent_clears_the_badge(
     expect(page.locator("#quick-add")).to_contain_text("Write something: a memory needs a body.")
     expect(page.locator(".memory-card")).to_have_count(0)
     artifacts_dir.joinpath("quick-add-error.png").write_bytes(page.screenshot(full_page=True))
+    # More people than the three blank rows: another row arrives over htmx.
+    page.click("button:has-text('Add another person')")
+    expect(page.locator("#id_people-3-person")).to_be_visible()
+    expect(page.locator("#id_people-TOTAL_FORMS")).to_have_value("4")
     page.fill("#id_body", "Bob taught me to play chess in the park.")
     page.fill("#id_title", "Chess lesson")
     page.select_option("#id_people-0-person", label="Bob")

@@ -289,6 +289,45 @@ def test_memory_with_new_people_service_keeps_no_person_when_memory_is_refused(a
     assert not Memory.objects.filter(owner=alice).exists()
 
 
+def test_add_person_row_continues_the_formset_numbering(alice_client, alice, bob, mallory):
+    person_create(owner=mallory, display_name="Mallory's friend")
+    response = alice_client.get(reverse("memory_participant_row"), {"people-TOTAL_FORMS": "3"}, **HX)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'name="people-3-person"' in html and 'name="people-3-new_name"' in html
+    assert 'name="people-TOTAL_FORMS" value="4" id="id_people-TOTAL_FORMS" hx-swap-oob="true"' in html
+    assert f'<option value="{bob.pk}">Bob</option>' in html
+    assert "Mallory" not in html
+
+
+def test_add_person_row_stops_at_the_limit(alice_client):
+    response = alice_client.get(reverse("memory_participant_row"), {"people-TOTAL_FORMS": "20"}, **HX)
+    assert response.status_code == 204
+
+
+@pytest.mark.parametrize("count", ["", "x", "-1"])
+def test_add_person_row_with_bad_count_is_a_400(alice_client, count):
+    response = alice_client.get(reverse("memory_participant_row"), {"people-TOTAL_FORMS": count}, **HX)
+    assert response.status_code == 400
+
+
+def test_quick_add_with_an_added_fourth_row_saves_everyone(alice_client, alice, bob):
+    data = quick_add_data(
+        **{
+            "people-TOTAL_FORMS": "4",
+            "people-0-person": str(bob.pk),
+            "people-3-person": "",
+            "people-3-new_name": "Erin",
+            "people-3-role": "source",
+        }
+    )
+    response = alice_client.post(reverse("memory_create"), data)
+    assert response.status_code == 302
+    memory = Memory.objects.get(owner=alice)
+    people = {(p.person.display_name, p.role) for p in memory.participants.select_related("person")}
+    assert people == {("Bob", "subject"), ("Erin", "source")}
+
+
 def test_quick_add_needs_post(alice_client):
     assert alice_client.get(reverse("memory_create")).status_code == 405
 
