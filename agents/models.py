@@ -31,3 +31,122 @@ class Agent(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class Conversation(models.Model):
+    """One chat thread between the owner and one of their agents."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "agent", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.id}"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+
+
+class Message(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=MessageRole.choices)
+    content = models.TextField()
+    # The memories handed to the agent for this reply. A M2M (not an array of ids) so a
+    # deleted memory drops out of old citations instead of leaving a dangling id.
+    cited_memories = models.ManyToManyField("memories.Memory", blank=True, related_name="cited_in_messages")
+    # An assistant message that records a failed LLM call rather than a real reply.
+    is_error = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class AccessSurface(models.TextChoices):
+    CHAT = "chat", "Chat"
+    API = "api", "API"
+    MCP = "mcp", "MCP"
+    A2A = "a2a", "Agent to agent"
+    CIRCLE = "circle", "Circle"
+
+
+class AccessLog(models.Model):
+    """One memory handed to an agent (or viewer) on one surface. Append-only."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="access_logs")
+    surface = models.CharField(max_length=10, choices=AccessSurface.choices)
+    # SET_NULL plus a name snapshot: deleting a custom agent must not erase who saw what.
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="access_logs"
+    )
+    agent_name = models.CharField(max_length=100, blank=True)
+    viewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["memory", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} via {self.surface}"
+
+
+class ConsentRequestStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DISMISSED = "dismissed", "Dismissed"
+
+
+class ConsentRequest(models.Model):
+    """An agent's suggestion that the owner ask a person for consent. Only the owner acts on it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    person = models.ForeignKey("people.Person", on_delete=models.CASCADE, related_name="consent_requests")
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="consent_requests"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="consent_requests"
+    )
+    # Written by us from the question's context, never quoting a gated memory.
+    reason = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=10, choices=ConsentRequestStatus.choices, default=ConsentRequestStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["person", "status"])]
+        constraints = [
+            # One open request per person is enough; asking again reuses it.
+            models.UniqueConstraint(
+                fields=["person"],
+                condition=models.Q(status="pending"),
+                name="one_pending_consent_request_per_person",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Consent request for {self.person_id} ({self.status})"

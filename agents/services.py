@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib.auth.models import AbstractBaseUser
 
-from agents.models import Agent, AgentRole
+from agents.models import AccessLog, Agent, AgentRole
+from memories.models import Memory
 
 BUILTIN_AGENTS: dict[str, tuple[str, str]] = {
     AgentRole.CAREGIVER: (
@@ -43,3 +46,27 @@ def agent_create_builtins(*, owner: AbstractBaseUser) -> list[Agent]:
         )
         agents.append(agent)
     return agents
+
+
+def access_log_record(
+    *,
+    owner: AbstractBaseUser,
+    memories: Iterable[Memory],
+    surface: str,
+    agent: Agent | None = None,
+    viewer: AbstractBaseUser | None = None,
+) -> None:
+    """One AccessLog row per memory handed out on `surface`, in one insert."""
+    rows = [
+        AccessLog(
+            owner=owner,
+            memory_id=memory.pk,
+            surface=surface,
+            agent=agent,
+            agent_name=agent.name if agent is not None else "",
+            viewer=viewer,
+        )
+        for memory in memories
+    ]
+    if rows:
+        AccessLog.objects.bulk_create(rows)
