@@ -196,6 +196,16 @@ MEMORY_KIND_LIFETIMES: dict[str, float | str | None] = {
 } | env.dict("MEMORY_KIND_LIFETIMES", default={})
 # Cosine similarity above which the worker proposes "the newer memory replaces the older".
 SUPERSESSION_MIN_SIMILARITY = env.float("SUPERSESSION_MIN_SIMILARITY", default=0.6)
+# Seconds between the beat runs that mark expired memories and look for replacements.
+MEMORY_EXPIRY_INTERVAL = env.int("MEMORY_EXPIRY_INTERVAL", default=300)
+SUPERSESSION_SWEEP_INTERVAL = env.int("SUPERSESSION_SWEEP_INTERVAL", default=300)
+CELERY_BEAT_SCHEDULE |= {
+    "memories-mark-expired": {"task": "memories.mark_expired", "schedule": float(MEMORY_EXPIRY_INTERVAL)},
+    "memories-supersession-sweep": {
+        "task": "memories.supersession_sweep",
+        "schedule": float(SUPERSESSION_SWEEP_INTERVAL),
+    },
+}
 
 # --- Logging ----------------------------------------------------------------
 LOGGING = {

@@ -15,7 +15,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from memories import services
+from memories import lifecycle, services, supersession
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +91,33 @@ def sweep() -> int:
     if queued:
         logger.info("Sweep queued %d memories.", queued)
     return queued
+
+
+# --- Lifecycle (memories/lifecycle.py, memories/supersession.py) ---------------------
+
+
+@shared_task(name="memories.mark_expired", soft_time_limit=50, time_limit=60, **RETRY_OPTIONS)
+def mark_expired() -> int:
+    """Beat: stamp expired_at on memories whose lifetime is over. Deletes nothing."""
+    return lifecycle.memories_mark_expired()
+
+
+@shared_task(name="memories.propose_supersessions", soft_time_limit=240, time_limit=300, **RETRY_OPTIONS)
+def propose_supersessions(memory_ids: list[str]) -> int:
+    """Suggest older memories these may replace; the owner confirms or dismisses them."""
+    return sum(
+        len(supersession.supersession_propose(memory_id=memory_id)) for memory_id in _uuids(memory_ids)
+    )
+
+
+@shared_task(name="memories.supersession_sweep", soft_time_limit=50, time_limit=60, **RETRY_OPTIONS)
+def supersession_sweep() -> int:
+    """Beat: queue memories embedded since their last supersession check. Returns how many."""
+    memory_ids = supersession.supersession_memories_to_check(limit=settings.MEMORY_SWEEP_MAX_MEMORIES)
+    if memory_ids:
+        enqueue(
+            propose_supersessions,
+            [str(memory_id) for memory_id in memory_ids],
+            expires=settings.SUPERSESSION_SWEEP_INTERVAL * 2,
+        )
+    return len(memory_ids)

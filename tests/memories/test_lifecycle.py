@@ -6,6 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils import timezone
 
+from memories import tasks
 from memories.lifecycle import (
     infer_kind,
     kind_lifetimes,
@@ -129,6 +130,22 @@ def test_marking_expiry_twice_marks_once(alice):
     assert memories_mark_expired(now=later) == 1
     assert memories_mark_expired(now=later + timedelta(hours=1)) == 0
     assert Memory.objects.get(owner=alice).expired_at == later
+
+
+def test_beat_task_marks_expired_memories_and_keeps_them(alice, settings):
+    assert settings.CELERY_BEAT_SCHEDULE["memories-mark-expired"]["task"] == tasks.mark_expired.name
+    now = timezone.now()
+    expired = memory_create(
+        owner=alice, body="Bob looked tired", kind=MemoryKind.OBSERVATION, occurred_at=now - timedelta(days=4)
+    )
+    Memory.objects.filter(pk=expired.pk).update(expired_at=None)  # saved before the beat ran
+    live = memory_create(owner=alice, body="Bob looks well", kind=MemoryKind.OBSERVATION, occurred_at=now)
+
+    assert tasks.mark_expired() == 1
+
+    assert Memory.objects.get(pk=expired.pk).expired_at is not None
+    assert Memory.objects.get(pk=live.pk).expired_at is None
+    assert Memory.objects.filter(owner=alice).count() == 2
 
 
 # --- The owner's journal keeps expired memories -------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from memories import retrieval
+from memories import retrieval, tasks
 from memories.embeddings import MODEL_NAME, embed_texts
 from memories.models import (
     EdgeKind,
@@ -31,6 +31,7 @@ from memories.supersession import (
 )
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
+from tests.memories.test_tasks import private_broker, queued_messages  # noqa: F401 (fixture used by name)
 
 JANUARY = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
 MARCH = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -298,3 +299,19 @@ def test_sweep_lists_memories_embedded_since_their_last_check(alice, moved):
     # A re-embedding (text edited) makes it due again.
     Memory.objects.filter(pk=moved["berlin"].pk).update(embedded_at=timezone.now() + timedelta(seconds=1))
     assert moved["berlin"].pk in set(supersession_memories_to_check())
+
+
+def test_worker_task_proposes_and_the_sweep_queues_unchecked_memories(alice, moved, request, settings):
+    broker = request.getfixturevalue("private_broker")
+    assert (
+        settings.CELERY_BEAT_SCHEDULE["memories-supersession-sweep"]["task"] == tasks.supersession_sweep.name
+    )
+
+    assert tasks.propose_supersessions([str(moved["berlin"].pk)]) == 1
+    assert SupersessionProposal.objects.filter(newer=moved["berlin"], older=moved["paris"]).exists()
+
+    assert tasks.supersession_sweep() == len(moved) - 1
+    [(name, [memory_ids])] = queued_messages(broker)
+    assert name == tasks.propose_supersessions.name
+    assert str(moved["berlin"].pk) not in memory_ids
+    assert set(memory_ids) == {str(memory.pk) for key, memory in moved.items() if key != "berlin"}
