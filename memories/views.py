@@ -23,6 +23,7 @@ from memories.forms import (
 from memories.models import Memory
 
 PAGE_SIZE = 25
+MAX_PAGE = 1_000_000
 FILTER_FIELDS = ("person", "kind", "date_from", "date_to")
 
 
@@ -53,6 +54,9 @@ def _filters(filter_form: TimelineFilterForm) -> selectors.MemoryFilters | None:
 
 
 def _page(memories: QuerySet[Memory], page: int) -> tuple[list[Memory], bool]:
+    # Far past any real journal; also keeps OFFSET inside PostgreSQL's bigint.
+    if page > MAX_PAGE:
+        return [], False
     # One extra row tells whether an older page exists without a COUNT query.
     start = (page - 1) * PAGE_SIZE
     rows = list(memories[start : start + PAGE_SIZE + 1])

@@ -86,6 +86,29 @@ def test_timeline_scrolls_25_at_a_time(alice_client, alice):
     assert 'hx-trigger="revealed"' not in second
 
 
+def test_timeline_page_number_too_large_for_the_database_is_just_empty(alice_client, alice):
+    memory_create(owner=alice, body="Only one")
+    response = alice_client.get(reverse("timeline"), {"page": "9" * 30}, **HX)
+    assert response.status_code == 200
+    assert CARD not in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"person": "not-a-uuid"}, "is not a valid UUID"),
+        ({"kind": "gossip"}, "Select a valid choice"),
+        ({"date_from": "last tuesday"}, "Enter a valid date"),
+    ],
+)
+def test_timeline_bad_filter_values_show_errors(alice_client, alice, params, message):
+    memory_create(owner=alice, body="Still listed")
+    response = alice_client.get(reverse("timeline"), params)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert "Still listed" in response.content.decode()
+
+
 @pytest.mark.parametrize("page", ["0", "-3", "abc", ""])
 def test_timeline_treats_bad_page_numbers_as_the_first(alice_client, alice, page):
     memory_create(owner=alice, body="Only one")
