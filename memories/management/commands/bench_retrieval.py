@@ -1,0 +1,349 @@
+"""Benchmark the consent-gated retrieval path (placeholder while seeding is written)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+from django.utils import timezone
+from pgvector.psycopg import register_vector
+
+from memories.models import EMBEDDING_DIMENSIONS, Memory
+from people.models import ConsentStatus, Person
+
+BENCH_USERNAME = "bench_retrieval"
+OTHER_USERNAME = "bench_retrieval_other_{index}"
+BUCKETS = 100  # one person per 1% of memories: a gated fraction is set by flipping buckets
+COPY_BATCH = 5_000
+VOCABULARY = (
+    "river garden birthday kitchen school hospital train beach mountain concert dinner "
+    "breakfast letter phone walk dog cat grandmother grandfather sister brother friend "
+    "teacher doctor market bakery library museum park rain snow summer winter autumn "
+    "spring holiday wedding funeral party game football piano guitar song book film "
+    "coffee tea cake bread soup bicycle car bus airport hotel village city forest lake "
+    "island bridge church festival picnic camping fishing sailing painting drawing "
+    "photograph camera laugh cry promise secret gift surprise lesson exam job interview "
+    "office meeting project deadline move house flat neighbour storm sunset sunrise star "
+    "moon candle lantern quilt recipe pie soup harvest orchard apple pear plum"
+).split()
+
+
+@dataclass(frozen=True)
+class SeededOwner:
+    user_id: int
+    bucket_person_ids: list[uuid.UUID]
+    memory_count: int
+
+
+def _unit_vectors(rng: np.random.Generator, count: int, centroids: np.ndarray | None) -> np.ndarray:
+    """Random unit vectors; around shared centroids when given (topic-like structure)."""
+    noise = rng.standard_normal((count, EMBEDDING_DIMENSIONS)).astype(np.float32)
+    if centroids is None:
+        vectors = noise
+    else:
+        # Noise of norm ~1 around a unit centroid: members of a topic sit at cosine ~0.5
+        # from each other, roughly what all-MiniLM gives for texts on one subject.
+        picks = centroids[rng.integers(0, len(centroids), count)]
+        vectors = picks + noise / np.sqrt(EMBEDDING_DIMENSIONS)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _centroids(rng: np.random.Generator, memory_count: int, distribution: str) -> np.ndarray | None:
+    if distribution == "uniform":
+        return None
+    return _unit_vectors(rng, max(1, memory_count // 100), None)
+
+
+def _bench_user(username: str):
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def _seed_owner(
+    *, username: str, memory_count: int, rng: np.random.Generator, distribution: str, out
+) -> SeededOwner:
+    user = _bench_user(username)
+    people = list(
+        Person.objects.filter(owner=user, display_name__startswith="Bench bucket ").order_by("display_name")
+    )
+    existing = Memory.objects.filter(owner=user, embedding__isnull=False).count()
+    if len(people) == BUCKETS and existing == memory_count:
+        out.write(f"  reusing {existing} memories of {username}")
+        return SeededOwner(user.pk, [person.pk for person in people], existing)
+    with transaction.atomic():
+        Memory.objects.filter(owner=user).delete()
+        Person.objects.filter(owner=user).delete()
+        people = Person.objects.bulk_create(
+            Person(
+                owner=user, display_name=f"Bench bucket {bucket:02d}", consent_status=ConsentStatus.GRANTED
+            )
+            for bucket in range(BUCKETS)
+        )
+    centroids = _centroids(rng, memory_count, distribution)
+    now = timezone.now()
+    connection.ensure_connection()
+    raw = connection.connection
+    register_vector(raw)
+    started = time.perf_counter()
+    for start in range(0, memory_count, COPY_BATCH):
+        count = min(COPY_BATCH, memory_count - start)
+        vectors = _unit_vectors(rng, count, centroids)
+        words = rng.integers(0, len(VOCABULARY), (count, 15))
+        buckets = rng.integers(0, BUCKETS, count)
+        ids = [uuid.uuid4() for _ in range(count)]
+        with transaction.atomic(), raw.cursor() as cursor:
+            with cursor.copy(
+                "COPY memories_memory (id, owner_id, title, body, occurred_at, created_at, updated_at, "
+                "kind, sensitivity, embedding, embedding_model, embedded_at) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(
+                    ["uuid", "int4", "varchar", "text", "timestamptz", "timestamptz", "timestamptz"]
+                    + ["varchar", "varchar", "vector", "varchar", "timestamptz"]
+                )
+                for row in range(count):
+                    text = [VOCABULARY[word] for word in words[row]]
+                    occurred = now - timedelta(minutes=int(start + row))
+                    copy.write_row(
+                        (
+                            ids[row],
+                            user.pk,
+                            " ".join(text[:3]),
+                            " ".join(text[3:]),
+                            occurred,
+                            now,
+                            now,
+                            "knowledge",
+                            "personal",
+                            vectors[row],
+                            "bench-random",
+                            now,
+                        )
+                    )
+            with cursor.copy(
+                "COPY memories_memoryparticipant (memory_id, person_id, role) FROM STDIN WITH (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["uuid", "uuid", "varchar"])
+                for row in range(count):
+                    copy.write_row((ids[row], people[buckets[row]].pk, "subject"))
+        done = start + count
+        rate = done / (time.perf_counter() - started)
+        out.write(f"  {username}: {done}/{memory_count} memories ({rate:.0f}/s)")
+    with connection.cursor() as cursor:
+        # What autovacuum would do soon anyway: statistics for the planner and the
+        # visibility map that lets the owner-size check be an index-only scan.
+        for table in ("memories_memory", "memories_memoryparticipant", "people_person"):
+            cursor.execute(f"VACUUM ANALYZE {table}")
+    return SeededOwner(user.pk, [person.pk for person in people], memory_count)
+
+
+def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
+    """Make `fraction` of the owner's memories fail the gate (whole 1% buckets)."""
+    pending = round(fraction * BUCKETS)
+    Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
+        consent_status=ConsentStatus.PENDING
+    )
+    Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
+        consent_status=ConsentStatus.GRANTED
+    )
+
+
+def _queries(*, rng: np.random.Generator, owner_id: int, count: int, distribution: str) -> np.ndarray:
+    if distribution == "uniform":
+        return _unit_vectors(rng, count, None)
+    # A query about a topic the owner wrote about: a stored vector moved as far as
+    # two memories of one topic are from each other.
+    ids = sorted(
+        Memory.objects.filter(owner_id=owner_id, embedding__isnull=False).values_list("pk", flat=True)
+    )
+    picked = [ids[index] for index in rng.choice(len(ids), size=min(count, len(ids)), replace=False)]
+    stored = dict(Memory.objects.filter(pk__in=picked).values_list("pk", "embedding"))
+    anchors = np.array([np.asarray(stored[memory_id], dtype=np.float32) for memory_id in picked])
+    return _unit_vectors(rng, len(anchors), anchors)
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    return float(np.percentile(np.array(values), percent)) if values else float("nan")
+
+
+@dataclass
+class Measured:
+    latencies_ms: list[float]
+    returned: list[int]
+    results: list[list[uuid.UUID]]
+
+
+def _measure(run, queries: np.ndarray) -> Measured:
+    measured = Measured([], [], [])
+    for query in queries:
+        started = time.perf_counter()
+        ids = run(query)
+        measured.latencies_ms.append((time.perf_counter() - started) * 1000)
+        measured.returned.append(len(ids))
+        measured.results.append(ids)
+    return measured
+
+
+class Command(BaseCommand):
+    help = "Seed synthetic memories and measure consent-gated retrieval latency and recall."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--memories", type=int, default=100_000, help="memories of the measured owner")
+        parser.add_argument("--gated", default="0.1,0.5,0.9", help="fractions of memories agents may NOT see")
+        parser.add_argument("--queries", type=int, default=200)
+        parser.add_argument("--limit", type=int, default=10, help="k of top-k")
+        parser.add_argument("--other-owners", type=int, default=0, help="other owners sharing the index")
+        parser.add_argument("--other-memories", type=int, default=0, help="memories of each other owner")
+        parser.add_argument("--distribution", choices=["clustered", "uniform"], default="clustered")
+        parser.add_argument("--seed", type=int, default=42)
+        parser.add_argument(
+            "--clean", action="store_true", help="delete every bench_retrieval* user and exit"
+        )
+
+    def handle(self, *args, **options) -> None:
+        if options["clean"]:
+            deleted = get_user_model().objects.filter(username__startswith=BENCH_USERNAME).delete()
+            self.stdout.write(f"Deleted bench data: {deleted[1]}")
+            return
+        try:
+            fractions = [float(part) for part in options["gated"].split(",") if part.strip()]
+        except ValueError:
+            raise CommandError("--gated takes fractions like 0.1,0.5,0.9.") from None
+        if not fractions or not all(0 <= fraction < 1 for fraction in fractions):
+            raise CommandError("--gated fractions must be at least 0 and below 1.")
+        for name in ("memories", "queries", "limit"):
+            if options[name] <= 0:
+                raise CommandError(f"--{name} must be positive.")
+        if options["other_owners"] < 0 or options["other_memories"] < 0:
+            raise CommandError("--other-owners and --other-memories cannot be negative.")
+        self._run(options, fractions)
+
+    def _run(self, options: dict, fractions: list[float]) -> None:
+        from memories import retrieval
+
+        rng = np.random.default_rng(options["seed"])
+        distribution, limit = options["distribution"], options["limit"]
+        self.stdout.write("Seeding (reused when already there)…")
+        seeded = _seed_owner(
+            username=BENCH_USERNAME,
+            memory_count=options["memories"],
+            rng=rng,
+            distribution=distribution,
+            out=self.stdout,
+        )
+        for index in range(options["other_owners"]):
+            if options["other_memories"]:
+                _seed_owner(
+                    username=OTHER_USERNAME.format(index=index),
+                    memory_count=options["other_memories"],
+                    rng=rng,
+                    distribution=distribution,
+                    out=self.stdout,
+                )
+        queries = _queries(
+            rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution=distribution
+        )
+        agent_scope = retrieval.memory_scope(seeded.user_id, respect_consent=True)
+        owner_scope = retrieval.memory_scope(seeded.user_id, respect_consent=False)
+
+        def search(scope):
+            def run(query):
+                with transaction.atomic():
+                    return [
+                        memory_id
+                        for memory_id, _ in retrieval._nearest_neighbours(
+                            scope, query, owner_id=seeded.user_id, limit=limit
+                        )
+                    ]
+
+            return run
+
+        def exact(scope):
+            def run(query):
+                with transaction.atomic():
+                    return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+
+            return run
+
+        def hybrid(respect_consent):
+            words = [" ".join(rng.choice(VOCABULARY, 2)) for _ in range(len(queries))]
+            position = iter(range(len(queries)))
+
+            def run(query):
+                hits = retrieval.memory_search(
+                    seeded.user_id,
+                    words[next(position)],
+                    respect_consent=respect_consent,
+                    limit=limit,
+                    query_embedding=query,
+                )
+                return [hit.memory.pk for hit in hits]
+
+            return run
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector')")
+            version, pgvector_version = cursor.fetchone()
+        total = Memory.objects.count()
+        self.stdout.write(
+            f"\n{options['memories']} memories for the measured owner ({distribution} vectors), "
+            f"{options['other_owners']} other owners x {options['other_memories']}; "
+            f"{total} memories in the table.\n"
+            f"{len(queries)} queries, k={limit}. {version.split(' on ')[0]}, pgvector {pgvector_version}, "
+            f"{_cpu_count()} CPUs. Latency excludes embedding the query.\n"
+        )
+        header = (
+            f"{'gated':>6} {'query':<26} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+            f"{'recall@k':>9} {'rows/asked':>11}"
+        )
+
+        def line(label: str, fraction: str, measured: Measured, truth: Measured | None) -> None:
+            recall = float("nan")
+            if truth is not None:
+                found = sum(
+                    len(set(got) & set(want))
+                    for got, want in zip(measured.results, truth.results, strict=True)
+                )
+                expected = sum(len(want) for want in truth.results)
+                recall = found / expected if expected else 1.0
+            rows = f"{np.mean(measured.returned):.1f}/{limit}"
+            p50, p95, p99 = (_percentile(measured.latencies_ms, percent) for percent in (50, 95, 99))
+            self.stdout.write(
+                f"{fraction:>6} {label:<26} {p50:8.2f} {p95:8.2f} {p99:8.2f} {recall:9.3f} {rows:>11}"
+            )
+
+        self.stdout.write(header)
+        _set_gated_fraction(seeded, 0.0)
+        ungated = _measure(search(owner_scope), queries)
+        ungated_truth = _measure(exact(owner_scope), queries)
+        line("owner (ungated) knn", "-", ungated, ungated_truth)
+        line("owner hybrid search", "-", _measure(hybrid(False), queries), None)
+        for fraction in fractions:
+            _set_gated_fraction(seeded, fraction)
+            gated = _measure(search(agent_scope), queries)
+            truth = _measure(exact(agent_scope), queries)
+            line("agent (gated) knn", f"{fraction:.2f}", gated, truth)
+            line("exact gated (seq)", f"{fraction:.2f}", truth, truth)
+            line("agent hybrid search", f"{fraction:.2f}", _measure(hybrid(True), queries), None)
+        _set_gated_fraction(seeded, 1.0)
+        zero = _measure(search(agent_scope), queries)
+        line("agent knn, zero-match", "1.00", zero, None)
+        line("agent hybrid, zero-match", "1.00", _measure(hybrid(True), queries), None)
+        _set_gated_fraction(seeded, 0.0)
+        ratio = _percentile(zero.latencies_ms, 95) / _percentile(ungated.latencies_ms, 95)
+        self.stdout.write(f"\nzero-match p95 / ungated p95 = {ratio:.2f}x (target <= 3x)")
+        self.stdout.write(f"Bench data kept for reuse under users {BENCH_USERNAME}*; --clean removes it.")
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

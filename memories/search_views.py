@@ -1,0 +1,66 @@
+"""The owner's search page: everything they wrote, each result marked when agents cannot see it."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from memories.models import Memory
+from memories.retrieval import SearchHit, agent_visible_memories, memory_search
+from people.models import ConsentStatus
+
+MAX_QUERY_LENGTH = 500
+RESULT_LIMIT = 30
+
+
+def _hidden_reasons(memory: Memory, now) -> list[str]:
+    """Why agents cannot see it, beyond the participants the card already names."""
+    reasons = []
+    source = memory.source_person
+    if source is not None and source.consent_status != ConsentStatus.GRANTED:
+        reasons.append(f"told by {source.display_name} ({source.consent_status})")
+    if memory.expires_at is not None and memory.expires_at <= now:
+        reasons.append("expired")
+    if memory.superseded_by_id is not None:
+        reasons.append("superseded by a newer memory")
+    return reasons
+
+
+def _results(request: HttpRequest, hits: list[SearchHit]) -> list[dict]:
+    # Whether an agent could see each result is asked of the gate itself, so the
+    # mark can never disagree with what agents are actually given.
+    visible = set(
+        agent_visible_memories(request.user)
+        .filter(pk__in=[hit.memory.pk for hit in hits])
+        .values_list("pk", flat=True)
+    )
+    now = timezone.now()
+    return [
+        {
+            "memory": hit.memory,
+            "agent_visible": hit.memory.pk in visible,
+            "hidden_reasons": _hidden_reasons(hit.memory, now),
+        }
+        for hit in hits
+    ]
+
+
+@login_required
+@require_GET
+def search(request: HttpRequest) -> HttpResponse:
+    """`/search/?q=…`: plain page, or only the results fragment for htmx."""
+    query = request.GET.get("q", "").strip()
+    error = ""
+    status = 200
+    hits: list[SearchHit] = []
+    if len(query) > MAX_QUERY_LENGTH:
+        error = f"Search text is too long: {MAX_QUERY_LENGTH} characters at most."
+        status = 400
+    elif query:
+        hits = memory_search(request.user, query, respect_consent=False, limit=RESULT_LIMIT)
+    template = "memories/search.html" + ("#search-results" if request.htmx else "")
+    context = {"query": query, "error": error, "results": _results(request, hits)}
+    return render(request, template, context, status=status)

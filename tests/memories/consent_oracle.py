@@ -1,0 +1,141 @@
+"""An independent reference implementation of Keepsake's consent policy, in plain Python.
+
+It knows nothing of Django, SQL or the production retrieval module: it works on a
+small in-memory description of a world (owners, people, memories) and answers
+"what may an agent see, and what should a search return". The property tests
+build the same world in the database and compare the production selectors with
+these answers. Keep it small and obviously right; never import production code.
+
+Policy (SPEC §3, §5):
+- An agent may see a memory only if every participant's consent is `granted`,
+  the source person (who told the owner), if any, has granted consent, the memory
+  has not expired (`expires_at` is None or after now) and has not been superseded.
+- The owner sees all of their own memories. Nobody sees another owner's memories.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+GRANTED = "granted"
+
+
+@dataclass
+class OraclePerson:
+    id: str
+    owner: str
+    consent_status: str
+    is_self: bool = False
+
+
+@dataclass
+class OracleMemory:
+    id: str
+    owner: str
+    words: list[str]
+    kind: str
+    occurred_at: datetime
+    embedding: tuple[float, ...] | None = None
+    participants: dict[str, str] = field(default_factory=dict)  # person id -> role
+    source_person: str | None = None
+    expires_at: datetime | None = None
+    superseded_by: str | None = None
+
+
+@dataclass
+class OracleEdge:
+    source: str
+    target: str
+    kind: str
+    weight: float
+
+
+@dataclass
+class OracleWorld:
+    people: dict[str, OraclePerson] = field(default_factory=dict)
+    memories: dict[str, OracleMemory] = field(default_factory=dict)
+    edges: list[OracleEdge] = field(default_factory=list)
+
+    # --- the policy -------------------------------------------------------------
+
+    def agent_may_see(self, memory: OracleMemory, *, now: datetime) -> bool:
+        everyone_consented = all(
+            self.people[person_id].consent_status == GRANTED for person_id in memory.participants
+        )
+        source_consented = (
+            memory.source_person is None or self.people[memory.source_person].consent_status == GRANTED
+        )
+        alive = memory.expires_at is None or memory.expires_at > now
+        return everyone_consented and source_consented and alive and memory.superseded_by is None
+
+    def visible(
+        self,
+        owner: str,
+        *,
+        respect_consent: bool,
+        now: datetime,
+        person: str | None = None,
+        kind: str | None = None,
+    ) -> dict[str, OracleMemory]:
+        return {
+            memory.id: memory
+            for memory in self.memories.values()
+            if memory.owner == owner
+            and (not respect_consent or self.agent_may_see(memory, now=now))
+            and (person is None or person in memory.participants)
+            and (kind is None or memory.kind == kind)
+        }
+
+    # --- what searches should return ---------------------------------------------
+
+    @staticmethod
+    def cosine_distance(left: Iterable[float], right: Iterable[float]) -> float:
+        left, right = list(left), list(right)
+        dot = sum(a * b for a, b in zip(left, right, strict=True))
+        norms = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+        return 1.0 - dot / norms
+
+    def nearest(
+        self, candidates: dict[str, OracleMemory], embedding: Iterable[float], *, exclude: str | None = None
+    ) -> list[tuple[str, float]]:
+        """Every embedded candidate by exact cosine distance, nearest first."""
+        query = list(embedding)
+        ranked = [
+            (memory.id, self.cosine_distance(memory.embedding, query))
+            for memory in candidates.values()
+            if memory.embedding is not None and memory.id != exclude
+        ]
+        return sorted(ranked, key=lambda row: (row[1], row[0]))
+
+    @staticmethod
+    def text_matches(candidates: dict[str, OracleMemory], query_words: list[str]) -> set[str]:
+        """Memories containing every query word (the tests' vocabulary has no stop
+        words and no two words share an English stem, so this is what full text does)."""
+        return {
+            memory.id
+            for memory in candidates.values()
+            if query_words and all(word in memory.words for word in query_words)
+        }
+
+    def shared_person(self, candidates: dict[str, OracleMemory], anchor: OracleMemory) -> dict[str, int]:
+        """Candidates sharing a (non-Self) person with the anchor: how many in common."""
+        anchor_people = {person_id for person_id in anchor.participants if not self.people[person_id].is_self}
+        shared = {}
+        for memory in candidates.values():
+            if memory.id == anchor.id:
+                continue
+            count = len(anchor_people & set(memory.participants))
+            if count:
+                shared[memory.id] = count
+        return shared
+
+    def edge_neighbours(self, anchor: OracleMemory) -> set[str]:
+        """The other ends of every stored edge touching the anchor, either direction."""
+        return {
+            edge.target if edge.source == anchor.id else edge.source
+            for edge in self.edges
+            if anchor.id in (edge.source, edge.target)
+        }

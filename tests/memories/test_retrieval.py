@@ -1,0 +1,320 @@
+"""The consent gate and hybrid search, case by case (a port of the privacy checklist).
+
+Alice owns the journal, Bob/Carol/Dan are people in it, Mallory is another user.
+Vectors are built in a plane so the distance order is obvious: `toward(angle)`
+sits at cosine distance 1 - cos(angle) from the query `toward(0)`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from memories import retrieval
+from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryParticipant
+from memories.retrieval import (
+    agent_visible_memories,
+    memory_related,
+    memory_search,
+    memory_similar,
+)
+from memories.selectors import MemoryFilters
+from people.models import ConsentStatus, Person
+from people.services import person_set_consent
+
+pytestmark = pytest.mark.django_db
+
+QUERY = "lantern"
+
+
+def toward(angle: float) -> list[float]:
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    vector[0], vector[1] = math.cos(angle), math.sin(angle)
+    return vector
+
+
+def person(owner, name: str, status: str = ConsentStatus.GRANTED) -> Person:
+    return Person.objects.create(owner=owner, display_name=name, consent_status=status)
+
+
+def memory(owner, body: str = "an evening with a lantern", *, angle: float | None = 0.1, people=(), **fields):
+    created = Memory.objects.create(
+        owner=owner,
+        body=body,
+        embedding=None if angle is None else toward(angle),
+        embedding_model="" if angle is None else "test-plane",
+        **fields,
+    )
+    for someone in people:
+        MemoryParticipant.objects.create(memory=created, person=someone, role="present")
+    return created
+
+
+def agent_ids(owner, query: str = QUERY, **options) -> list:
+    options.setdefault("query_embedding", toward(0))
+    return [hit.memory.pk for hit in memory_search(owner, query, respect_consent=True, **options)]
+
+
+def owner_ids(owner, query: str = QUERY, **options) -> list:
+    options.setdefault("query_embedding", toward(0))
+    return [hit.memory.pk for hit in memory_search(owner, query, respect_consent=False, **options)]
+
+
+@pytest.fixture(params=["exact", "index"])
+def strategy(request, monkeypatch):
+    """Run a test through both vector paths: exact search, and the HNSW iterative scan."""
+    if request.param == "index":
+        monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+        monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    return request.param
+
+
+# --- the checklist ---------------------------------------------------------------------
+
+
+def test_pending_participant_hides_memory_from_agents_but_not_from_owner(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    secret = memory(alice, people=[bob])
+
+    assert secret.pk not in agent_ids(alice)
+    assert secret.pk in owner_ids(alice)
+
+
+def test_revoked_participant_hides_memory_from_agents(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.REVOKED)
+    secret = memory(alice, people=[bob])
+
+    assert agent_ids(alice) == []
+    assert owner_ids(alice) == [secret.pk]
+
+
+def test_granted_participant_memory_is_shown_to_agents(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.GRANTED)
+    shared = memory(alice, people=[bob])
+
+    assert agent_ids(alice) == [shared.pk]
+
+
+def test_revoking_consent_takes_effect_on_the_next_query(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.GRANTED)
+    shared = memory(alice, people=[bob])
+    assert agent_ids(alice) == [shared.pk]
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+
+    assert agent_ids(alice) == []
+    assert memory_similar(memory(alice, angle=0.2), respect_consent=True) == []
+
+
+def test_one_ungranted_of_three_participants_hides_the_memory_entirely(alice, strategy):
+    bob, carol = person(alice, "Bob"), person(alice, "Carol")
+    dan = person(alice, "Dan", ConsentStatus.PENDING)
+    mixed = memory(alice, people=[bob, carol, dan])
+    everyone_agreed = memory(alice, angle=0.3, people=[bob, carol])
+
+    assert agent_ids(alice) == [everyone_agreed.pk]
+    assert set(owner_ids(alice)) == {mixed.pk, everyone_agreed.pk}
+
+
+def test_self_observed_memory_without_participants_is_visible_to_agents(alice, strategy):
+    alone = memory(alice, "I watched the lantern festival alone")
+
+    assert agent_ids(alice) == [alone.pk]
+
+
+def test_source_person_without_consent_hides_memory_told_by_them(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    told = memory(alice, "Bob told me about the lantern", source_person=bob)
+
+    assert agent_ids(alice) == []
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+    assert agent_ids(alice) == [told.pk]
+
+
+# --- similar lists and edges never include or reveal ungated memories ---------------------
+
+
+def test_agent_similar_list_skips_ungated_memories(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    anchor = memory(alice, angle=0.0)
+    hidden = memory(alice, angle=0.05, people=[bob])
+    visible = memory(alice, angle=0.5)
+
+    agent_similar = [hit.memory.pk for hit in memory_similar(anchor, respect_consent=True)]
+    owner_similar = [hit.memory.pk for hit in memory_similar(anchor, respect_consent=False)]
+
+    assert agent_similar == [visible.pk]
+    assert owner_similar == [hidden.pk, visible.pk]
+    scores = [hit.score for hit in memory_similar(anchor, respect_consent=True)]
+    hidden.delete()
+    # Identical with the hidden memory gone: nothing about it leaked into the answer.
+    assert [hit.score for hit in memory_similar(anchor, respect_consent=True)] == scores
+
+
+def test_agent_gets_nothing_similar_or_related_for_an_ungated_memory(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    hidden = memory(alice, angle=0.0, people=[bob])
+    memory(alice, angle=0.1)
+
+    assert memory_similar(hidden, respect_consent=True) == []
+    assert memory_related(hidden, respect_consent=True) == []
+    assert memory_similar(hidden, respect_consent=False) != []
+
+
+def test_agent_related_never_includes_or_hints_at_ungated_memories(alice, strategy):
+    carol = person(alice, "Carol", ConsentStatus.GRANTED)
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    anchor = memory(alice, angle=0.0, people=[carol])
+    hidden = memory(alice, angle=0.05, people=[carol, bob])
+    near = memory(alice, angle=0.2)
+    with_carol = memory(alice, angle=1.5, people=[carol])
+    # The workers' stored edges include the hidden memory (they see everything).
+    for target, kind, weight in [
+        (hidden, EdgeKind.SIMILAR, 0.99),
+        (hidden, EdgeKind.SHARED_PERSON, 1.0),
+        (near, EdgeKind.SIMILAR, 0.98),
+    ]:
+        MemoryEdge.objects.create(owner=alice, source=anchor, target=target, kind=kind, weight=weight)
+
+    agent = {(hit.memory.pk, hit.kind) for hit in memory_related(anchor, respect_consent=True)}
+    owner = {(hit.memory.pk, hit.kind) for hit in memory_related(anchor, respect_consent=False)}
+
+    assert agent == {(near.pk, EdgeKind.SIMILAR), (with_carol.pk, EdgeKind.SHARED_PERSON)}
+    assert (hidden.pk, EdgeKind.SIMILAR) in owner and (hidden.pk, EdgeKind.SHARED_PERSON) in owner
+    before = [(hit.memory.pk, hit.kind, hit.weight) for hit in memory_related(anchor, respect_consent=True)]
+    hidden.delete()
+    after = [(hit.memory.pk, hit.kind, hit.weight) for hit in memory_related(anchor, respect_consent=True)]
+    assert after == before
+
+
+def test_limit_k_returns_k_even_when_most_nearer_neighbours_are_gated(alice, strategy):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    for index in range(60):
+        memory(alice, f"near {index}", angle=0.001 * (index + 1), people=[bob])
+    far = [memory(alice, f"far {index}", angle=0.5 + 0.01 * index) for index in range(8)]
+
+    found = agent_ids(alice, "zebra", limit=5)  # no text match: the vector side alone decides
+
+    assert found == [item.pk for item in far[:5]]
+
+
+def test_expired_and_superseded_memories_leave_agents_but_stay_for_the_owner(alice, strategy):
+    now = timezone.now()
+    expired = memory(alice, angle=0.1, expires_at=now - timedelta(minutes=1))
+    newer = memory(alice, angle=0.2)
+    older = memory(alice, angle=0.3, superseded_by=newer)
+    living = memory(alice, angle=0.4, expires_at=now + timedelta(days=1))
+
+    assert agent_ids(alice) == [newer.pk, living.pk]
+    assert set(owner_ids(alice)) == {expired.pk, newer.pk, older.pk, living.pk}
+
+
+def test_searches_are_scoped_to_their_owner(alice, mallory, strategy):
+    alices = memory(alice, "lantern by the river")
+    mallorys = memory(mallory, "lantern by the sea")
+
+    for respect_consent in (True, False):
+        hits = memory_search(mallory, QUERY, respect_consent=respect_consent, query_embedding=toward(0))
+        assert [hit.memory.pk for hit in hits] == [mallorys.pk]
+        similar = memory_similar(mallorys, respect_consent=respect_consent)
+        assert alices.pk not in [hit.memory.pk for hit in similar]
+    assert not agent_visible_memories(mallory).filter(pk=alices.pk).exists()
+
+
+# --- search mechanics ------------------------------------------------------------------
+
+
+def test_full_text_finds_memories_that_have_no_embedding_yet(alice):
+    waiting = memory(alice, "We hung a paper lantern in the orchard", angle=None)
+
+    assert agent_ids(alice, "lanterns orchard") == [waiting.pk]
+    assert owner_ids(alice, "lantern", query_embedding=None) == [waiting.pk]
+
+
+def test_search_without_a_working_model_falls_back_to_full_text(alice, monkeypatch):
+    from memories import embeddings
+
+    def broken(text: str) -> list[float]:
+        raise OSError("model files missing")
+
+    monkeypatch.setattr(embeddings, "embed_text", broken)
+    found = memory(alice, "the orchard in spring", angle=0.1)
+    memory(alice, "something else entirely", angle=0.0)
+
+    assert [hit.memory.pk for hit in memory_search(alice, "orchard")] == [found.pk]
+
+
+def test_search_embeds_the_query_with_the_model_when_none_is_given(alice):
+    from memories.embeddings import embed_text
+
+    dog = Memory.objects.create(owner=alice, body="Our dog chased the ball across the beach")
+    tax = Memory.objects.create(owner=alice, body="Filed the quarterly tax return paperwork")
+    for item in (dog, tax):
+        item.embedding = embed_text(item.body)
+        item.save(update_fields=["embedding"])
+
+    hits = memory_search(alice, "puppy playing fetch", respect_consent=True)
+
+    assert [hit.memory.pk for hit in hits][:1] == [dog.pk]
+    assert hits[0].similarity is not None and hits[0].text_rank is None
+
+
+def test_hybrid_search_ranks_a_memory_matching_both_text_and_meaning_first(alice):
+    both = memory(alice, "a lantern walk, lantern in hand", angle=0.3)
+    meaning_only = memory(alice, "an evening stroll", angle=0.1)
+    text_only = memory(alice, "lantern repair", angle=1.4)
+
+    hits = memory_search(alice, "lantern", query_embedding=toward(0))
+
+    assert hits[0].memory.pk == both.pk
+    assert {hit.memory.pk for hit in hits} == {both.pk, meaning_only.pk, text_only.pk}
+    assert hits[0].similarity is not None and hits[0].text_rank is not None
+
+
+def test_filters_by_person_kind_and_date_range(alice, strategy):
+    bob = person(alice, "Bob")
+    carol = person(alice, "Carol", ConsentStatus.PENDING)
+    old_day = timezone.now() - timedelta(days=400)
+    with_bob = memory(alice, people=[bob], kind="event", occurred_at=old_day)
+    with_carol = memory(alice, angle=0.2, people=[carol], kind="event")
+    plain = memory(alice, angle=0.3, kind="preference")
+
+    assert owner_ids(alice, filters=MemoryFilters(person=bob)) == [with_bob.pk]
+    assert owner_ids(alice, filters=MemoryFilters(person=carol)) == [with_carol.pk]
+    # Asking for a person who has not consented finds nothing for an agent.
+    assert agent_ids(alice, filters=MemoryFilters(person=carol)) == []
+    assert owner_ids(alice, filters=MemoryFilters(kind="preference")) == [plain.pk]
+    recent = MemoryFilters(date_from=date.today() - timedelta(days=30), date_to=date.today())
+    assert set(owner_ids(alice, filters=recent)) == {with_carol.pk, plain.pk}
+    assert agent_ids(alice, filters=recent) == [plain.pk]
+
+
+def test_hits_come_with_participants_prefetched(alice, django_assert_num_queries):
+    bob = person(alice, "Bob")
+    memory(alice, people=[bob])
+    hits = memory_search(alice, QUERY, query_embedding=toward(0))
+
+    with django_assert_num_queries(0):
+        assert [p.person.display_name for p in hits[0].memory.participants.all()] == ["Bob"]
+
+
+def test_empty_query_returns_nothing_and_bad_arguments_are_refused(alice):
+    memory(alice)
+
+    assert memory_search(alice, "   ", query_embedding=toward(0)) == []
+    with pytest.raises(ValidationError):
+        memory_search(alice, QUERY, limit=0, query_embedding=toward(0))
+    with pytest.raises(ValidationError):
+        memory_search(alice, QUERY, limit=1000, query_embedding=toward(0))
+    with pytest.raises(ValidationError):
+        memory_search(alice, QUERY, query_embedding=[1.0, 0.0])
+
+
+def test_gate_is_a_not_exists_inside_the_sql(alice):
+    sql = str(agent_visible_memories(alice).query).upper()
+
+    assert "NOT EXISTS" in sql and "CONSENT_STATUS" in sql
