@@ -141,6 +141,13 @@ def test_pages_send_visitors_to_log_in(client, db, url):
     assert response["Location"].startswith(reverse("login") + "?next=")
 
 
+def test_nav_links_the_signed_in_pages_and_logs_out_by_post(alice_client):
+    html = alice_client.get(reverse("timeline")).content.decode()
+    for name in ("timeline", "person_list", "settings", "password_change"):
+        assert f'href="{reverse(name)}"' in html
+    assert f'<form method="post" action="{reverse("logout")}"' in html
+
+
 def test_signed_in_user_visiting_signup_goes_to_timeline(alice_client):
     response = alice_client.get(reverse("signup"))
     assert response.status_code == 302
