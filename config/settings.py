@@ -136,6 +136,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "accounts.api_errors.document_authentication_errors",
+    ],
     # One named enum per choice set, shared by every field that uses it.
     "ENUM_NAME_OVERRIDES": {
         "ConsentStatusEnum": "people.models.ConsentStatus",
