@@ -211,6 +211,17 @@ CELERY_BEAT_SCHEDULE |= {
     },
 }
 
+# --- Agent chat LLM (agents/llm.py) -------------------------------------------
+# Any OpenAI-compatible chat-completions server: "<LLM_BASE_URL>/chat/completions".
+# Empty LLM_BASE_URL: the built-in offline responder answers from the memories instead.
+LLM_BASE_URL = env("LLM_BASE_URL", default="")
+LLM_API_KEY = env("LLM_API_KEY", default="")
+LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
+# Seconds to wait for the server (connect, and each read); a slow local model needs more.
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
+# How many consent-gated memories one chat turn hands to the agent.
+AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
+
 # --- Logging ----------------------------------------------------------------
 LOGGING = {
     "version": 1,
