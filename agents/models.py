@@ -66,6 +66,9 @@ class Message(models.Model):
     # The memories handed to the agent for this reply. A M2M (not an array of ids) so a
     # deleted memory drops out of old citations instead of leaving a dangling id.
     cited_memories = models.ManyToManyField("memories.Memory", blank=True, related_name="cited_in_messages")
+    # People the question named whose memories were withheld for lack of consent: the
+    # reply says so (quoting nothing) and offers the owner a consent request.
+    withheld_people = models.ManyToManyField("people.Person", blank=True, related_name="+")
     # An assistant message that records a failed LLM call rather than a real reply.
     is_error = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)

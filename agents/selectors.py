@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from agents.models import Agent
+from agents.models import AccessLog, Agent, ConsentRequest, ConsentRequestStatus, Conversation, Message
+from memories.models import Memory, MemoryParticipant
+from people.models import ConsentStatus, Person
 
 
 def agent_list(*, owner: AbstractBaseUser, only: Agent | None = None) -> QuerySet[Agent]:
@@ -22,3 +26,71 @@ def agent_get(*, owner: AbstractBaseUser, agent_id: object, only: Agent | None =
 
 def agent_get_by_name(*, owner: AbstractBaseUser, name: str) -> Agent | None:
     return Agent.objects.filter(owner=owner, name__iexact=name.strip()).first()
+
+
+# --- chat ------------------------------------------------------------------------
+
+
+def conversation_list(*, owner: AbstractBaseUser, agent: Agent) -> QuerySet[Conversation]:
+    return Conversation.objects.filter(owner=owner, agent=agent)
+
+
+def conversation_get(*, owner: AbstractBaseUser, agent: Agent, conversation_id: object) -> Conversation:
+    """The owner's conversation with this agent, or 404 (another agent's is not found here either)."""
+    return get_object_or_404(conversation_list(owner=owner, agent=agent), pk=conversation_id)
+
+
+def message_list(*, conversation: Conversation) -> QuerySet[Message]:
+    return conversation.messages.prefetch_related(
+        Prefetch("cited_memories", queryset=Memory.objects.order_by("-occurred_at")),
+        "withheld_people",
+    )
+
+
+def person_mentions_withheld(*, owner: AbstractBaseUser, text: str) -> list[Person]:
+    """People named in `text` (name or alias, whole words, any case) whose memories agents cannot see.
+
+    Only people without granted consent who are in at least one of the owner's
+    memories (as a participant or as who told it): for anyone else there is
+    nothing withheld to mention. This is an owner-side read of the people list;
+    nothing from any memory is returned.
+    """
+    in_memories = Q(Exists(MemoryParticipant.objects.filter(person_id=OuterRef("pk")))) | Q(
+        Exists(Memory.objects.filter(source_person_id=OuterRef("pk")))
+    )
+    candidates = (
+        Person.objects.filter(in_memories, owner=owner, is_self=False)
+        .exclude(consent_status=ConsentStatus.GRANTED)
+        .order_by("display_name", "pk")
+    )
+    return [person for person in candidates if _names_appear(person, text)]
+
+
+def _names_appear(person: Person, text: str) -> bool:
+    for name in [person.display_name, *person.aliases]:
+        name = name.strip()
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, flags=re.IGNORECASE):
+            return True
+    return False
+
+
+# --- consent requests and the access log -----------------------------------------
+
+
+def consent_request_list_pending(*, owner: AbstractBaseUser, person: Person) -> QuerySet[ConsentRequest]:
+    return ConsentRequest.objects.filter(
+        owner=owner, person=person, status=ConsentRequestStatus.PENDING
+    ).select_related("agent")
+
+
+def consent_request_get(*, owner: AbstractBaseUser, consent_request_id: object) -> ConsentRequest:
+    return get_object_or_404(
+        ConsentRequest.objects.filter(owner=owner).select_related("person", "agent"), pk=consent_request_id
+    )
+
+
+def access_log_list(*, owner: AbstractBaseUser, memory: Memory, limit: int = 50) -> list[AccessLog]:
+    """Who has been handed this memory, newest first."""
+    return list(
+        AccessLog.objects.filter(owner=owner, memory=memory).select_related("agent", "viewer")[:limit]
+    )

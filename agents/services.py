@@ -1,11 +1,42 @@
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from agents.models import AccessLog, Agent, AgentRole
+from agents.llm import LLMError, chat_completion, llm_config
+from agents.models import (
+    AccessLog,
+    AccessSurface,
+    Agent,
+    AgentRole,
+    ConsentRequest,
+    ConsentRequestStatus,
+    Conversation,
+    Message,
+    MessageRole,
+)
+from agents.offline import offline_reply
+from agents.prompt import chat_prompt
+from agents.selectors import agent_get_by_name, person_mentions_withheld
 from memories.models import Memory
+from memories.retrieval import memory_search
+from people.models import ConsentStatus, ConsentSurface, Person
+from people.services import person_set_consent
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_LENGTH = 4000
+MAX_INSTRUCTIONS_LENGTH = 4000
+# Earlier questions (never replies; see agents/prompt.py) that give the model context.
+EARLIER_QUESTIONS_IN_PROMPT = 6
 
 BUILTIN_AGENTS: dict[str, tuple[str, str]] = {
     AgentRole.CAREGIVER: (
@@ -70,3 +101,289 @@ def access_log_record(
     ]
     if rows:
         AccessLog.objects.bulk_create(rows)
+
+
+# --- custom agents ---------------------------------------------------------------
+
+
+def _clean_agent_fields(
+    *, owner: AbstractBaseUser, name: str, instructions: str, agent: Agent | None
+) -> tuple[str, str]:
+    name = (name or "").strip()
+    instructions = (instructions or "").strip()
+    errors: dict[str, str] = {}
+    if not name:
+        errors["name"] = "Give the agent a name."
+    elif len(name) > 100:
+        errors["name"] = "Names are at most 100 characters."
+    else:
+        existing = agent_get_by_name(owner=owner, name=name)
+        if existing is not None and (agent is None or existing.pk != agent.pk):
+            errors["name"] = f"You already have an agent called {existing.name}."
+    if not instructions:
+        errors["instructions"] = "Tell the agent what it is for."
+    elif len(instructions) > MAX_INSTRUCTIONS_LENGTH:
+        errors["instructions"] = f"Instructions are at most {MAX_INSTRUCTIONS_LENGTH} characters."
+    if errors:
+        raise ValidationError(errors)
+    return name, instructions
+
+
+def _refuse_builtin(agent: Agent) -> None:
+    if agent.is_builtin:
+        raise ValidationError(f"{agent.name} is a built-in agent: it cannot be changed or deleted.")
+
+
+def agent_create(*, owner: AbstractBaseUser, name: str, instructions: str) -> Agent:
+    name, instructions = _clean_agent_fields(owner=owner, name=name, instructions=instructions, agent=None)
+    try:
+        with transaction.atomic():
+            return Agent.objects.create(
+                owner=owner, name=name, instructions=instructions, role=AgentRole.CUSTOM
+            )
+    except IntegrityError as error:
+        # Two tabs creating the same name at once: the constraint decides.
+        raise ValidationError({"name": f"You already have an agent called {name}."}) from error
+
+
+def agent_update(*, agent: Agent, name: str, instructions: str) -> Agent:
+    _refuse_builtin(agent)
+    name, instructions = _clean_agent_fields(
+        owner=agent.owner, name=name, instructions=instructions, agent=agent
+    )
+    agent.name = name
+    agent.instructions = instructions
+    try:
+        with transaction.atomic():
+            agent.save(update_fields=["name", "instructions"])
+    except IntegrityError as error:
+        raise ValidationError({"name": f"You already have an agent called {name}."}) from error
+    return agent
+
+
+def agent_delete(*, agent: Agent) -> None:
+    """Delete a custom agent with its conversations and tokens; its access log stays (by name)."""
+    _refuse_builtin(agent)
+    agent.delete()
+
+
+# --- one chat turn ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    conversation: Conversation
+    question: Message
+    reply: Message
+    memories: list[Memory] = field(default_factory=list)
+    withheld_people: list[Person] = field(default_factory=list)
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 60 else line[:60].rsplit(" ", 1)[0] + "…"
+
+
+def _names(people: list[Person]) -> str:
+    names = [person.display_name for person in people]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def consent_notice(people: list[Person]) -> str:
+    """What the reply says about withheld people: who, never what."""
+    if not people:
+        return ""
+    subject = "they have" if len(people) > 1 else f"{people[0].display_name} has"
+    return (
+        f"Memories involving {_names(people)} are not available to agents because {subject} not consented. "
+        "You can ask for their consent; only you can record it."
+    )
+
+
+def _question_embedding(question: str) -> list[float] | None:
+    try:
+        from memories.embeddings import embed_text
+
+        return embed_text(question)
+    except Exception:
+        logger.warning("Question embedding unavailable; the chat searches by full text only.", exc_info=True)
+        return None
+
+
+def _gated_memories_for(*, owner: AbstractBaseUser, question: str) -> list[Memory]:
+    """The memories the agent may use for `question`: THE consent gate, nothing else.
+
+    A question is not a search query: "what happened in the park?" should find a
+    memory that only mentions the park. Full text gets the question's words ORed
+    (websearch syntax, stop words dropped by PostgreSQL); meaning is matched on
+    the question as asked.
+    """
+    words = [word for word in dict.fromkeys(re.findall(r"\w+", question.lower())) if word != "or"]
+    terms = " or ".join(words) or question
+    hits = memory_search(
+        owner,
+        terms,
+        respect_consent=True,
+        limit=settings.AGENT_CHAT_MEMORY_LIMIT,
+        query_embedding=_question_embedding(question),
+    )
+    return [hit.memory for hit in hits]
+
+
+def conversation_create(*, owner: AbstractBaseUser, agent: Agent, title: str = "") -> Conversation:
+    if agent.owner_id != owner.pk:
+        raise ValidationError({"agent": "Unknown agent."})
+    return Conversation.objects.create(owner=owner, agent=agent, title=title.strip()[:200])
+
+
+def chat_turn(
+    *,
+    owner: AbstractBaseUser,
+    agent: Agent,
+    text: str,
+    conversation: Conversation | None = None,
+    surface: str = AccessSurface.CHAT,
+) -> ChatTurn:
+    """Ask `agent` one question: gated retrieval, prompt, LLM (or offline), both messages saved.
+
+    The question is committed before the model is called, so a timeout or an
+    error loses nothing: the failure is saved as an assistant message flagged
+    `is_error`. Every memory handed to the agent gets an AccessLog row.
+    """
+    text = (text or "").strip()
+    if not text:
+        raise ValidationError({"message": "Write a message first."})
+    if len(text) > MAX_MESSAGE_LENGTH:
+        raise ValidationError({"message": f"Messages are at most {MAX_MESSAGE_LENGTH} characters."})
+    if agent.owner_id != owner.pk:
+        raise ValidationError({"agent": "Unknown agent."})
+    if conversation is not None and (conversation.owner_id != owner.pk or conversation.agent_id != agent.pk):
+        raise ValidationError({"conversation": "Unknown conversation."})
+    if surface not in AccessSurface.values:
+        raise ValidationError({"surface": "Unknown surface."})
+
+    with transaction.atomic():
+        if conversation is None:
+            conversation = Conversation.objects.create(owner=owner, agent=agent, title=_title_from(text))
+        question = Message.objects.create(conversation=conversation, role=MessageRole.USER, content=text)
+    earlier_questions = list(
+        conversation.messages.filter(role=MessageRole.USER, created_at__lte=question.created_at)
+        .exclude(pk=question.pk)
+        .order_by("-created_at")
+        .values_list("content", flat=True)[:EARLIER_QUESTIONS_IN_PROMPT]
+    )[::-1]
+
+    memories = _gated_memories_for(owner=owner, question=text)
+    access_log_record(owner=owner, memories=memories, surface=surface, agent=agent)
+    withheld = person_mentions_withheld(owner=owner, text=text)
+
+    config = llm_config()
+    is_error = False
+    if config is None:
+        content = offline_reply(question=text, memories=memories)
+    else:
+        messages = chat_prompt(
+            agent=agent,
+            privacy_instruction=PRIVACY_INSTRUCTION,
+            memories=memories,
+            earlier_questions=earlier_questions,
+            question=text,
+        )
+        # No transaction is open here (unless a caller opened one): a slow model must
+        # not hold database locks.
+        try:
+            content = chat_completion(config=config, messages=messages)
+        except LLMError as error:
+            content = f"{error} Your message is saved: send it again to retry."
+            is_error = True
+    if is_error:
+        withheld = []
+    notice = consent_notice(withheld)
+    if notice:
+        content = f"{content}\n\n{notice}"
+
+    with transaction.atomic():
+        reply = Message.objects.create(
+            conversation=conversation, role=MessageRole.ASSISTANT, content=content, is_error=is_error
+        )
+        if not is_error:
+            reply.cited_memories.set(memories)
+        reply.withheld_people.set(withheld)
+        Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
+    return ChatTurn(
+        conversation=conversation,
+        question=question,
+        reply=reply,
+        memories=[] if is_error else memories,
+        withheld_people=withheld,
+    )
+
+
+# --- consent requests (agents suggest; only the owner decides) -----------------------
+
+
+def consent_request_create(
+    *,
+    owner: AbstractBaseUser,
+    person: Person,
+    agent: Agent | None = None,
+    conversation: Conversation | None = None,
+) -> ConsentRequest:
+    """Ask the owner to seek `person`'s consent. One pending request per person: asking again reuses it."""
+    if person.owner_id != owner.pk or (agent is not None and agent.owner_id != owner.pk):
+        raise ValidationError({"person": "Unknown person."})
+    if conversation is not None and conversation.owner_id != owner.pk:
+        raise ValidationError({"conversation": "Unknown conversation."})
+    if person.is_self or person.consent_status == ConsentStatus.GRANTED:
+        raise ValidationError({"person": f"{person.display_name} has already consented."})
+    existing = ConsentRequest.objects.filter(person=person, status=ConsentRequestStatus.PENDING).first()
+    if existing is not None:
+        return existing
+    when = timezone.localtime().strftime("%d %B %Y")
+    reason = (
+        f"{agent.name} was asked about {person.display_name} on {when}."
+        if agent is not None
+        else f"An agent was asked about {person.display_name} on {when}."
+    )
+    try:
+        with transaction.atomic():
+            return ConsentRequest.objects.create(
+                owner=owner, person=person, agent=agent, conversation=conversation, reason=reason
+            )
+    except IntegrityError:
+        # Another request for this person was created at the same moment: use it.
+        return ConsentRequest.objects.get(person=person, status=ConsentRequestStatus.PENDING)
+
+
+def _resolve(*, consent_request: ConsentRequest, actor: AbstractBaseUser, status: str) -> ConsentRequest:
+    if actor.pk != consent_request.owner_id:
+        raise ValidationError("Only the owner can answer a consent request.")
+    locked = ConsentRequest.objects.select_for_update().get(pk=consent_request.pk)
+    if locked.status != ConsentRequestStatus.PENDING:
+        raise ValidationError(f"This request was already {locked.get_status_display().lower()}.")
+    locked.status = status
+    locked.resolved_at = timezone.now()
+    locked.save(update_fields=["status", "resolved_at"])
+    consent_request.status = locked.status
+    consent_request.resolved_at = locked.resolved_at
+    return consent_request
+
+
+@transaction.atomic
+def consent_request_approve(*, consent_request: ConsentRequest, actor: AbstractBaseUser) -> ConsentRequest:
+    """The owner records that the person consented: the same consent change as the person page."""
+    _resolve(consent_request=consent_request, actor=actor, status=ConsentRequestStatus.APPROVED)
+    who = consent_request.agent.name if consent_request.agent is not None else "an agent"
+    person_set_consent(
+        person=consent_request.person,
+        status=ConsentStatus.GRANTED,
+        actor=actor,
+        surface=ConsentSurface.UI,
+        reason=f"Approved a consent request from {who}.",
+    )
+    return consent_request
+
+
+@transaction.atomic
+def consent_request_dismiss(*, consent_request: ConsentRequest, actor: AbstractBaseUser) -> ConsentRequest:
+    return _resolve(consent_request=consent_request, actor=actor, status=ConsentRequestStatus.DISMISSED)
