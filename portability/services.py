@@ -35,8 +35,10 @@ from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from agents.models import Agent
+from memories.classify import find_credentials
 from memories.models import Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create
+from memories.supersession import memory_supersede
 from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person
 from people.services import person_create, person_update
 from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
@@ -266,10 +268,13 @@ def _import_dayone_entry(item: dict[str, Any], context: _RunContext) -> tuple[uu
 
 
 def _import_supersession(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
-    older = context.memory_id(item["memory"])
-    newer = context.memory_id(item["superseded_by"])
-    Memory.objects.filter(pk=older, owner=context.owner).update(superseded_by=newer)
-    return older, None
+    # The supersession service's rules apply (same sensitivity, same sharing scope, no loops).
+    older = memory_supersede(
+        owner=context.owner,
+        older=Memory.objects.get(pk=context.memory_id(item["memory"])),
+        newer=Memory.objects.get(pk=context.memory_id(item["superseded_by"])),
+    )
+    return older.pk, None
 
 
 def _import_edge(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID | None, str | None]:
@@ -297,8 +302,13 @@ def _describe(item: dict[str, Any]) -> str:
     if item["type"] == "person":
         return f"Person “{item['display_name']}”"
     if item["type"] in ("memory", "dayone"):
-        label = item["title"] or item["body"].strip().split("\n")[0][:60] or item["key"]
-        return f"Memory “{label}” ({(item['occurred_at'] or '')[:10]})"
+        # Never the body: a memory refused for holding a password must not have
+        # it copied into the job report. The title only when it holds no secret.
+        source_id = item["key"].split(":", 1)[1]
+        label = f"Memory of {(item['occurred_at'] or '')[:10]} ({source_id[:8]}…)"
+        if item["title"] and not find_credentials(item["title"]):
+            label += f" “{item['title']}”"
+        return label
     if item["type"] == "agent":
         return f"Agent “{item['name']}”"
     return item["key"]

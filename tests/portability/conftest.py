@@ -9,10 +9,12 @@ from accounts.services import access_token_create
 from agents.models import Agent
 from memories.models import EdgeKind, Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create
+from memories.supersession import memory_supersede
 from people.models import Person
 from people.services import person_create, person_set_consent
 from portability.models import ImportJob
 from portability.services import import_run, import_start
+from tests.browser.conftest import artifacts_dir, browser_page  # noqa: F401 — fixtures for test_browser
 
 
 @dataclass
@@ -61,7 +63,7 @@ def seed_journal(owner) -> Journal:
         sensitivity="public",
         participants=[ParticipantSpec(carol)],
     )
-    Memory.objects.filter(pk=lives_paris.pk).update(superseded_by=lives_berlin)
+    memory_supersede(owner=owner, older=lives_paris, newer=lives_berlin)
     solo = memory_create(
         owner=owner,
         title="Thoughts",
@@ -69,9 +71,6 @@ def seed_journal(owner) -> Journal:
         occurred_at=datetime(2022, 8, 9, 20, 0, tzinfo=UTC),
         kind="preference",
         sensitivity="sensitive",
-    )
-    MemoryEdge.objects.create(
-        owner=owner, source=lives_berlin, target=lives_paris, kind=EdgeKind.SUPERSEDES, weight=1.0
     )
     MemoryEdge.objects.create(
         owner=owner, source=picnic, target=lives_berlin, kind=EdgeKind.SIMILAR, weight=0.42

@@ -188,6 +188,7 @@ def test_dayone_sample_import_keeps_dates(alice):
     assert any("no text" in reason for reason in reasons.values())
     assert any("not a secret store" in reason for reason in reasons.values())
     assert not Memory.objects.filter(owner=alice, body__contains="h4ppyC4bin").exists()
+    assert "h4ppyC4bin" not in json.dumps(job.skipped)  # the refused secret is not echoed
 
 
 def test_dayone_zip_with_journal_json_is_accepted(alice):
@@ -293,3 +294,14 @@ def test_import_items_are_recorded_once(alice):
     assert ImportedItem.objects.filter(job=job).count() == 5
     assert job.payload is None  # cleared when done
     assert MemoryEdge.objects.filter(owner=alice).count() == 0
+
+
+def test_supersession_the_rules_refuse_is_skipped_with_reason(alice, journal, bea):
+    document = export_json(owner=alice)
+    for memory in document["memories"]:
+        if memory["id"] == str(journal.lives_paris.pk):
+            memory["sensitivity"] = "sensitive"  # no longer matches the newer memory
+    job = run_import(bea, filename="edited.json", content=json.dumps(document).encode())
+    older = Memory.objects.get(owner=bea, body="Carol lives in Paris.")
+    assert older.superseded_by is None
+    assert any("same sensitivity" in entry["reason"] for entry in job.skipped if entry["skipped"])
