@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils import timezone
 
-from memories import tasks
+from memories import retrieval, tasks
 from memories.lifecycle import (
     infer_kind,
     kind_lifetimes,
@@ -168,6 +168,28 @@ def test_owner_journal_keeps_expired_memories_and_can_filter_them(alice):
     assert {just_expired, about_to_expire, forever} <= everything
     assert set(memory_list(owner=alice, filters=MemoryFilters(expired=True))) == {just_expired}
     assert set(memory_list(owner=alice, filters=MemoryFilters(expired=False))) == {about_to_expire, forever}
+
+
+def test_agent_search_drops_a_memory_once_it_expires_and_the_owner_keeps_it(alice):
+    now = timezone.now()
+    expired = memory_create(
+        owner=alice,
+        body="Bob looked tired after sailing",
+        kind=MemoryKind.OBSERVATION,
+        occurred_at=now - timedelta(days=3, seconds=1),
+    )
+    live = memory_create(
+        owner=alice,
+        body="Bob looked happy after sailing",
+        kind=MemoryKind.OBSERVATION,
+        occurred_at=now - timedelta(days=3) + timedelta(minutes=5),
+    )
+
+    agent_hits = retrieval.memory_search(alice, "sailing", respect_consent=True)
+    owner_hits = retrieval.memory_search(alice, "sailing", respect_consent=False)
+
+    assert [hit.memory for hit in agent_hits] == [live]
+    assert {hit.memory for hit in owner_hits} == {expired, live}
 
 
 # --- Kind inference ------------------------------------------------------------------------

@@ -98,6 +98,19 @@ def test_owner_sees_both_and_agents_see_only_the_newest(alice):
     assert paris.pk not in visible
 
 
+def test_agent_search_finds_only_the_newest_while_the_owner_finds_both(alice):
+    anna = _granted(alice, "Anna")
+    paris = _note(alice, "Anna lives in Paris", when=JANUARY, about=[anna])
+    berlin = _note(alice, "Anna moved from Paris to Berlin", when=MARCH, about=[anna])
+    memory_supersede(owner=alice, older=paris, newer=berlin)
+
+    agent_hits = retrieval.memory_search(alice, "Paris", respect_consent=True)
+    owner_hits = retrieval.memory_search(alice, "Paris", respect_consent=False)
+
+    assert [hit.memory for hit in agent_hits] == [berlin]
+    assert {hit.memory for hit in owner_hits} == {paris, berlin}
+
+
 def test_owner_sees_the_whole_chain_from_any_link(alice):
     anna = _granted(alice, "Anna")
     paris = _note(alice, "Anna lives in Paris", when=JANUARY, about=[anna])
