@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from agents.models import AccessLog, Agent, ConsentRequest, ConsentRequestStatus, Conversation, Message
@@ -26,6 +26,11 @@ def agent_get(*, owner: AbstractBaseUser, agent_id: object, only: Agent | None =
 
 def agent_get_by_name(*, owner: AbstractBaseUser, name: str) -> Agent | None:
     return Agent.objects.filter(owner=owner, name__iexact=name.strip()).first()
+
+
+def agent_list_with_counts(*, owner: AbstractBaseUser) -> QuerySet[Agent]:
+    """The owner's agents for the agents page, each with its number of conversations."""
+    return agent_list(owner=owner).annotate(conversation_count=Count("conversations"))
 
 
 # --- chat ------------------------------------------------------------------------
@@ -81,6 +86,15 @@ def consent_request_list_pending(*, owner: AbstractBaseUser, person: Person) -> 
     return ConsentRequest.objects.filter(
         owner=owner, person=person, status=ConsentRequestStatus.PENDING
     ).select_related("agent")
+
+
+def consent_request_pending_person_ids(*, owner: AbstractBaseUser) -> set[object]:
+    """Who already has a request waiting, so the chat shows "requested" instead of the button."""
+    return set(
+        ConsentRequest.objects.filter(owner=owner, status=ConsentRequestStatus.PENDING).values_list(
+            "person_id", flat=True
+        )
+    )
 
 
 def consent_request_get(*, owner: AbstractBaseUser, consent_request_id: object) -> ConsentRequest:

@@ -10,5 +10,6 @@ urlpatterns = [
     path("search/", include("memories.search_urls")),
     path("api/", include("config.api_urls")),
     path("settings/", include("portability.urls")),
+    path("agents/", include("agents.urls")),
     path("", include("memories.urls")),
 ]

@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import push_url, reswap, retarget
+
+from agents import selectors, services
+from agents.forms import AgentForm, ChatForm, ConsentRequestForm
+from agents.llm import llm_config
+from agents.models import Agent, Conversation
+from people.selectors import person_get
+
+CONVERSATIONS_SHOWN = 50
+
+
+def _add_service_errors(form, error: ValidationError) -> None:
+    # Services speak in field names; anything the form lacks is shown at the top.
+    if hasattr(error, "error_dict"):
+        for field, messages_ in error.message_dict.items():
+            form.add_error(field if field in form.fields else None, messages_)
+    else:
+        form.add_error(None, error.messages)
+
+
+def _list_context(request: HttpRequest, form: AgentForm | None = None) -> dict:
+    return {
+        "agents": selectors.agent_list_with_counts(owner=request.user),
+        "form": form or AgentForm(),
+        "llm": llm_config(),
+    }
+
+
+@login_required
+def agent_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "agents/agent_list.html", _list_context(request))
+
+
+@login_required
+@require_POST
+def agent_create(request: HttpRequest) -> HttpResponse:
+    form = AgentForm(request.POST)
+    if form.is_valid():
+        try:
+            agent = services.agent_create(owner=request.user, **form.cleaned_data)
+        except ValidationError as error:
+            _add_service_errors(form, error)
+        else:
+            messages.success(
+                request, f"{agent.name} is ready. It only sees memories everyone in them consented to."
+            )
+            return redirect("agent_chat", agent_id=agent.pk)
+    return render(request, "agents/agent_list.html", _list_context(request, form))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agent_edit(request: HttpRequest, agent_id) -> HttpResponse:
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    if agent.is_builtin:
+        messages.info(request, f"{agent.name} is a built-in agent: it cannot be changed.")
+        return redirect("agent_list")
+    form = AgentForm(request.POST or None, initial=AgentForm.initial_for(agent))
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.agent_update(agent=agent, **form.cleaned_data)
+        except ValidationError as error:
+            _add_service_errors(form, error)
+        else:
+            messages.success(request, f"Saved {agent.name}.")
+            return redirect("agent_list")
+    return render(request, "agents/agent_form.html", {"agent": agent, "form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def agent_delete(request: HttpRequest, agent_id) -> HttpResponse:
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    if agent.is_builtin:
+        messages.info(request, f"{agent.name} is a built-in agent: it cannot be deleted.")
+        return redirect("agent_list")
+    if request.method == "POST":
+        name = agent.name
+        services.agent_delete(agent=agent)
+        messages.success(request, f"Deleted {name} and its conversations.")
+        return redirect("agent_list")
+    return render(request, "agents/agent_confirm_delete.html", {"agent": agent})
+
+
+# --- chat ------------------------------------------------------------------------
+
+
+def _chat_context(
+    request: HttpRequest, agent: Agent, conversation: Conversation | None, form: ChatForm | None = None
+) -> dict:
+    if form is None:
+        form = ChatForm(initial={"conversation": conversation.pk if conversation else None})
+    return {
+        "agent": agent,
+        "conversation": conversation,
+        "conversations": selectors.conversation_list(owner=request.user, agent=agent)[:CONVERSATIONS_SHOWN],
+        "chat_messages": selectors.message_list(conversation=conversation) if conversation else [],
+        "pending_request_person_ids": selectors.consent_request_pending_person_ids(owner=request.user),
+        "form": form,
+        "llm": llm_config(),
+    }
+
+
+@login_required
+def agent_chat(request: HttpRequest, agent_id, conversation_id=None) -> HttpResponse:
+    """The chat page: a new conversation, or an earlier one when its id is in the URL."""
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    conversation = None
+    if conversation_id is not None:
+        conversation = selectors.conversation_get(
+            owner=request.user, agent=agent, conversation_id=conversation_id
+        )
+    return render(request, "agents/chat.html", _chat_context(request, agent, conversation))
+
+
+@login_required
+@require_POST
+def agent_chat_send(request: HttpRequest, agent_id) -> HttpResponse:
+    """One turn. htmx appends the question and the reply to the log; plain posts redirect."""
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    form = ChatForm(request.POST)
+    conversation = None
+    if form.is_valid():
+        if form.cleaned_data["conversation"] is not None:
+            conversation = selectors.conversation_get(
+                owner=request.user, agent=agent, conversation_id=form.cleaned_data["conversation"]
+            )
+        try:
+            turn = services.chat_turn(
+                owner=request.user, agent=agent, text=form.cleaned_data["message"], conversation=conversation
+            )
+        except ValidationError as error:
+            _add_service_errors(form, error)
+        else:
+            url = reverse("agent_conversation", args=[agent.pk, turn.conversation.pk])
+            if not request.htmx:
+                return redirect(f"{url}#message-{turn.reply.pk}")
+            context = _chat_context(request, agent, turn.conversation) | {
+                "turn": turn,
+                "new_conversation": conversation is None,
+            }
+            response = render(request, "agents/_turn.html", context)
+            return push_url(response, url) if conversation is None else response
+    context = _chat_context(request, agent, conversation, form)
+    if request.htmx:
+        # Errors replace the form in place; the log is left as it is.
+        return retarget(
+            reswap(render(request, "agents/chat.html#chat-form", context), "outerHTML"), "#chat-form"
+        )
+    return render(request, "agents/chat.html", context)
+
+
+# --- consent requests ---------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def consent_request_create(request: HttpRequest) -> HttpResponse:
+    """The "Request consent" button under a reply. It asks the owner, never changes consent."""
+    form = ConsentRequestForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That consent request was incomplete.")
+        return redirect("agent_list")
+    person = person_get(owner=request.user, person_id=form.cleaned_data["person"])
+    agent = selectors.agent_get(owner=request.user, agent_id=form.cleaned_data["agent"])
+    conversation = None
+    if form.cleaned_data["conversation"] is not None:
+        conversation = selectors.conversation_get(
+            owner=request.user, agent=agent, conversation_id=form.cleaned_data["conversation"]
+        )
+    back = (
+        reverse("agent_conversation", args=[agent.pk, conversation.pk])
+        if conversation
+        else reverse("agent_chat", args=[agent.pk])
+    )
+    try:
+        services.consent_request_create(
+            owner=request.user, person=person, agent=agent, conversation=conversation
+        )
+    except ValidationError as error:
+        if request.htmx:
+            return render(
+                request,
+                "agents/_consent_request_button.html",
+                {"person": person, "error": " ".join(error.messages)},
+            )
+        messages.info(request, " ".join(error.messages))
+        return redirect(back)
+    if request.htmx:
+        return render(request, "agents/_consent_request_button.html", {"person": person, "requested": True})
+    messages.success(request, f"Consent request added to {person.display_name}'s page.")
+    return redirect(back)
+
+
+def _resolve_consent_request(request: HttpRequest, consent_request_id, *, approve: bool) -> HttpResponse:
+    consent_request = selectors.consent_request_get(owner=request.user, consent_request_id=consent_request_id)
+    person = consent_request.person
+    try:
+        if approve:
+            services.consent_request_approve(consent_request=consent_request, actor=request.user)
+        else:
+            services.consent_request_dismiss(consent_request=consent_request, actor=request.user)
+    except ValidationError as error:
+        messages.info(request, " ".join(error.messages))
+    else:
+        if approve:
+            messages.success(request, f"{person.display_name}'s consent is now granted.")
+        else:
+            messages.info(request, f"Dismissed the consent request for {person.display_name}.")
+    return redirect("person_detail", person_id=person.pk)
+
+
+@login_required
+@require_POST
+def consent_request_approve(request: HttpRequest, consent_request_id) -> HttpResponse:
+    return _resolve_consent_request(request, consent_request_id, approve=True)
+
+
+@login_required
+@require_POST
+def consent_request_dismiss(request: HttpRequest, consent_request_id) -> HttpResponse:
+    return _resolve_consent_request(request, consent_request_id, approve=False)
