@@ -45,3 +45,16 @@ VALIDATION_ERROR = OpenApiResponse(
     {"type": "object", "additionalProperties": True},
     description="Invalid input: a JSON object mapping each field to a list of messages.",
 )
+
+
+def document_authentication_errors(result: dict, generator: object, request: object, public: bool) -> dict:
+    """drf-spectacular hook: every authenticated operation may answer 401."""
+    unauthorized = {
+        "description": "No valid credentials: the token is missing, unknown, malformed or revoked.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            if operation.get("security"):
+                operation["responses"].setdefault("401", unauthorized)
+    return result

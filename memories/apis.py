@@ -112,7 +112,11 @@ def _participant_specs(request: Request, participants: list[dict]) -> list[Parti
     if unknown:
         # The same message whether the id is someone else's or nobody's.
         raise serializers.ValidationError({"participants": [f"Unknown person: {', '.join(unknown)}."]})
-    return [ParticipantSpec(person=people[p["person"]], role=p["role"]) for p in participants]
+    # .get: a PATCH validates partially, which leaves nested defaults (role) unapplied.
+    return [
+        ParticipantSpec(person=people[p["person"]], role=p.get("role", ParticipantRole.SUBJECT))
+        for p in participants
+    ]
 
 
 def _source_person(request: Request, person_id) -> Person | None:

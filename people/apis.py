@@ -7,13 +7,13 @@ granted consent, and never write or change consent.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.api_errors import error_response
+from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
 from people.selectors import person_consent_events, person_get, person_list
@@ -108,7 +108,7 @@ class PersonListApi(APIView):
         operation_id="people_create",
         summary="Add a person (consent starts pending)",
         request=InputSerializer,
-        responses={201: PersonOutputSerializer, 403: AGENT_FORBIDDEN},
+        responses={201: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
         serializer = self.InputSerializer(data=request.data)
@@ -161,7 +161,7 @@ class PersonDetailApi(APIView):
         operation_id="people_update",
         summary="Replace a person's details (consent is changed with the consent endpoint)",
         request=InputSerializer,
-        responses={200: PersonOutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+        responses={200: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
     )
     def put(self, request: Request, person_id) -> Response:
         return self._update(request, person_id, partial=False)
@@ -170,7 +170,7 @@ class PersonDetailApi(APIView):
         operation_id="people_partial_update",
         summary="Change some of a person's details",
         request=InputSerializer(partial=True),
-        responses={200: PersonOutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+        responses={200: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
     )
     def patch(self, request: Request, person_id) -> Response:
         return self._update(request, person_id, partial=True)
@@ -180,7 +180,7 @@ class PersonDetailApi(APIView):
         summary="Delete a person who is in no memory",
         responses={
             204: None,
-            400: OpenApiResponse(description="Self cannot be deleted."),
+            400: VALIDATION_ERROR,
             403: AGENT_FORBIDDEN,
             404: NOT_FOUND,
             409: error_response("The person is still in memories."),
@@ -231,7 +231,7 @@ class PersonConsentApi(APIView):
         operation_id="people_consent",
         summary="Set a person's consent (recorded in the audit trail with surface “api”)",
         request=InputSerializer,
-        responses={200: OutputSerializer, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+        responses={200: OutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
     )
     def post(self, request: Request, person_id) -> Response:
         person = person_get(owner=request.user, person_id=person_id)
