@@ -12,10 +12,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.api_errors import error_response
+from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import request_agent
-from agents.models import AgentRole
-from agents.selectors import agent_get, agent_list
+from agents.models import AccessSurface, AgentRole
+from agents.selectors import agent_get, agent_list, conversation_get
+from agents.services import MAX_MESSAGE_LENGTH, chat_turn
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -50,3 +51,79 @@ class AgentDetailApi(APIView):
     def get(self, request: Request, agent_id) -> Response:
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
         return Response(AgentOutputSerializer(agent).data)
+
+
+class ChatCitationSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField(source="headline")
+    occurred_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "AgentChatCitation"
+
+
+class AgentChatApi(APIView):
+    """One chat turn, the same as the web chat (surface `api` in the access log).
+
+    Agent tokens may call it for their own agent only: like GET /agents/{id}/, any
+    other agent answers 404 — for that token it does not exist, and a 403 would
+    confirm the id. Chatting writes only the conversation's messages; consent and
+    memories stay out of reach (AgentTokensReadOnly guards every other write).
+    """
+
+    class InputSerializer(serializers.Serializer):
+        message = serializers.CharField(max_length=MAX_MESSAGE_LENGTH)
+        conversation = serializers.UUIDField(
+            required=False, allow_null=True, help_text="Continue this conversation; omit to start a new one."
+        )
+
+        class Meta:
+            ref_name = "AgentChatRequest"
+
+    class OutputSerializer(serializers.Serializer):
+        reply = serializers.CharField(source="reply.content")
+        conversation = serializers.UUIDField(source="conversation.id")
+        citations = ChatCitationSerializer(
+            many=True,
+            source="memories",
+            help_text="The memories handed to the agent for this reply (all consent-gated).",
+        )
+        error = serializers.BooleanField(
+            source="reply.is_error",
+            help_text="True when the language model failed (timeout, HTTP error): `reply` says what "
+            "happened; the message is saved, send it again to retry.",
+        )
+
+        class Meta:
+            ref_name = "AgentChatResponse"
+
+    @extend_schema(
+        operation_id="agents_chat",
+        summary="Chat with an agent (owner token, or that agent's own token)",
+        request=InputSerializer,
+        responses={
+            200: OutputSerializer,
+            400: VALIDATION_ERROR,
+            404: error_response(
+                "Unknown agent or conversation "
+                "(an agent token only knows its own agent and that agent's conversations)."
+            ),
+        },
+    )
+    def post(self, request: Request, agent_id) -> Response:
+        agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = None
+        if serializer.validated_data.get("conversation") is not None:
+            conversation = conversation_get(
+                owner=request.user, agent=agent, conversation_id=serializer.validated_data["conversation"]
+            )
+        turn = chat_turn(
+            owner=request.user,
+            agent=agent,
+            text=serializer.validated_data["message"],
+            conversation=conversation,
+            surface=AccessSurface.API,
+        )
+        return Response(self.OutputSerializer(turn).data)
