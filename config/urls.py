@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
+
+from agents.mcpserver.views import mcp_endpoint
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -10,6 +12,8 @@ urlpatterns = [
     path("search/", include("memories.search_urls")),
     path("api/", include("config.api_urls")),
     path("settings/", include("portability.urls")),
+    # MCP Streamable HTTP; without the slash too, since a redirect would lose the POST.
+    re_path(r"^mcp/?$", mcp_endpoint, name="mcp"),
     path("agents/", include("agents.urls")),
     path("", include("memories.urls")),
 ]

@@ -1,0 +1,147 @@
+"""The MCP server: four consent-gated tools, served over stdio or Streamable HTTP.
+
+One `MCPServer` (the official SDK) serves both transports. Who is calling travels in
+a context variable (`McpCall`) set by the transport: the stdio command sets it once for
+the process, the HTTP view once per request. Each tool call re-authenticates that
+token, so revoking it takes effect on the very next call even on a long-lived stdio
+connection, and runs the transport-free code in `agents.mcpserver.tools` on Django's
+thread for the ORM (`sync_to_async(thread_sensitive=True)`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import anyio
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from agents.mcpserver import tools
+from agents.mcpserver.auth import McpAuthError, mcp_token_authenticate
+from memories.retrieval import MAX_LIMIT
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Keepsake is the user's personal memory journal. These tools read it on behalf of one of the "
+    "user's agents, and only ever return memories that every person in them has consented to share "
+    "with agents. A person who has not consented is reported only as 'not consented': say so plainly, "
+    "and do not guess or draw conclusions about them. Every memory you receive is recorded in the "
+    "journal's access log."
+)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True)
+class McpCall:
+    """Who is calling, as the transport learned it."""
+
+    raw_token: str | None
+    # The stdio server is one long-lived process with no request cycle to close stale or
+    # broken database connections, so each call does it; under the web server Django does.
+    manage_connections: bool = False
+
+
+_current_call: ContextVar[McpCall | None] = ContextVar("keepsake_mcp_call", default=None)
+
+
+@contextmanager
+def mcp_call(call: McpCall) -> Iterator[None]:
+    """Run the enclosed MCP serving on behalf of `call` (tasks started inside inherit it)."""
+    reset = _current_call.set(call)
+    try:
+        yield
+    finally:
+        _current_call.reset(reset)
+
+
+def _run_tool(tool: Callable[..., dict[str, Any]], arguments: dict[str, Any]) -> dict[str, Any]:
+    call = _current_call.get()
+    if call is None:
+        raise ToolError("No caller: the MCP server was started without a token.")
+    if call.manage_connections:
+        close_old_connections()
+    try:
+        token = mcp_token_authenticate(raw_token=call.raw_token)
+        return tool(token=token, **arguments)
+    except (McpAuthError, tools.ToolInputError) as exc:
+        raise ToolError(str(exc)) from exc
+    finally:
+        if call.manage_connections:
+            close_old_connections()
+
+
+async def _call_tool(tool: Callable[..., dict[str, Any]], **arguments: Any) -> dict[str, Any]:
+    # thread_sensitive: under the HTTP view this runs on the request's own thread (and
+    # its database connection); under stdio on asgiref's single shared sync thread.
+    return await sync_to_async(_run_tool, thread_sensitive=True)(tool, arguments)
+
+
+server: MCPServer = MCPServer("keepsake", title="Keepsake", instructions=INSTRUCTIONS)
+
+Limit = Annotated[
+    int,
+    Field(
+        description=f"How many memories at most, 1 to {MAX_LIMIT}.",
+        json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT},
+    ),
+]
+
+
+@server.tool(name="search_memories", annotations=READ_ONLY)
+async def search_memories(
+    query: Annotated[str, Field(description="What to look for, in plain words.")],
+    limit: Limit = 10,
+) -> dict[str, Any]:
+    """Search the journal by meaning and by words; best matches first.
+
+    Returns only memories everyone in them has consented to share with agents.
+    """
+    return await _call_tool(tools.search_memories, query=query, limit=limit)
+
+
+@server.tool(name="get_person", annotations=READ_ONLY)
+async def get_person(
+    name: Annotated[str, Field(description="The person's (or pet's) name or one of their aliases.")],
+) -> dict[str, Any]:
+    """Look someone up by name: who they are, the owner's notes and their recent memories.
+
+    A person who has not consented is reported only as "not consented", with nothing else.
+    """
+    return await _call_tool(tools.get_person, name=name)
+
+
+@server.tool(name="timeline_window", annotations=READ_ONLY)
+async def timeline_window(
+    start: Annotated[str, Field(description="First day, an ISO date such as 2024-05-01.")],
+    end: Annotated[str, Field(description="Last day (included), an ISO date such as 2024-05-31.")],
+    limit: Limit = tools.TIMELINE_DEFAULT_LIMIT,
+) -> dict[str, Any]:
+    """The memories that happened between two dates, oldest first.
+
+    `truncated` is true when more memories fall in the window than `limit`: narrow it.
+    """
+    return await _call_tool(tools.timeline_window, start=start, end=end, limit=limit)
+
+
+@server.tool(name="privacy_audit", annotations=READ_ONLY)
+async def privacy_audit(
+    memory_id: Annotated[str, Field(description="The memory's id, as returned by the other tools.")],
+) -> dict[str, Any]:
+    """Who can see this memory and why: each person's consent, expiry and replacement."""
+    return await _call_tool(tools.privacy_audit, memory_id=memory_id)
+
+
+def serve_stdio(*, raw_token: str) -> None:
+    """Serve MCP on stdin/stdout until the client closes it."""
+    with mcp_call(McpCall(raw_token=raw_token, manage_connections=True)):
+        anyio.run(server.run_stdio_async)

@@ -1,0 +1,208 @@
+"""What each MCP tool does, transport-free: validate, read through the gate, log, shape.
+
+Each function takes the caller's (already authenticated) agent token. It reads only
+through the consent gate, writes one AccessLog row (surface `mcp`) per memory it hands
+out, in the same transaction as the read, and returns plain JSON-ready data. Bad input
+raises ToolInputError with a message meant for the agent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime
+from typing import Any
+
+from django.db import transaction
+
+from accounts.models import AccessToken
+from agents.mcpserver.selectors import (
+    mcp_people_named,
+    mcp_person_memories,
+    mcp_timeline_window,
+    mcp_visible_memory,
+)
+from agents.models import AccessSurface
+from agents.services import access_log_record
+from memories.models import Memory
+from memories.retrieval import MAX_LIMIT, memory_search
+from people.models import Person
+
+MAX_QUERY_LENGTH = 1000
+MAX_NAME_LENGTH = 200
+PERSON_MEMORY_LIMIT = 20
+TIMELINE_DEFAULT_LIMIT = 50
+NOT_CONSENTED = "not consented"
+# The same words for a memory that does not exist, is another owner's, or is gated out:
+# an agent must not learn that a hidden memory exists.
+MEMORY_NOT_FOUND = "Memory not found."
+
+
+class ToolInputError(ValueError):
+    """A tool's arguments are unusable; the message tells the agent how to fix them."""
+
+
+def _check_limit(limit: int, *, name: str = "limit") -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ToolInputError(f"{name} must be a whole number from 1 to {MAX_LIMIT}.")
+    return limit
+
+
+def _check_text(value: str, *, name: str, max_length: int) -> str:
+    value = (value or "").strip()
+    if not value:
+        raise ToolInputError(f"{name} must not be empty.")
+    if len(value) > max_length:
+        raise ToolInputError(f"{name} is too long (at most {max_length} characters).")
+    return value
+
+
+def _parse_day(value: str, *, name: str) -> date:
+    text = (value or "").strip()
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        pass
+    try:
+        # Agents often send a full timestamp; its calendar day is what the window needs.
+        return datetime.fromisoformat(text).date()
+    except ValueError:
+        raise ToolInputError(f"{name} must be an ISO date such as 2024-05-31, not {value!r}.") from None
+
+
+def _memory_out(memory: Memory) -> dict[str, Any]:
+    # Only gated memories reach this: every person in them has consented, so naming them is allowed.
+    return {
+        "id": str(memory.pk),
+        "title": memory.title,
+        "text": memory.body,
+        "occurred_at": memory.occurred_at.isoformat(),
+        "kind": memory.kind,
+        "people": [
+            {"name": participant.person.display_name, "role": participant.role}
+            for participant in memory.participants.all()
+        ],
+        "told_by": memory.source_person.display_name if memory.source_person else None,
+    }
+
+
+def _log(token: AccessToken, memories: list[Memory]) -> None:
+    access_log_record(owner=token.owner, memories=memories, surface=AccessSurface.MCP, agent=token.agent)
+
+
+def search_memories(*, token: AccessToken, query: str, limit: int = 10) -> dict[str, Any]:
+    query = _check_text(query, name="query", max_length=MAX_QUERY_LENGTH)
+    limit = _check_limit(limit)
+    with transaction.atomic():
+        hits = memory_search(token.owner, query, respect_consent=True, limit=limit)
+        _log(token, [hit.memory for hit in hits])
+    return {
+        "query": query,
+        "results": [{**_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in hits],
+    }
+
+
+def _person_out(token: AccessToken, person: Person) -> tuple[dict[str, Any], list[Memory]]:
+    if not person.is_consenting:
+        # Pending and revoked look alike, and nothing else about them is told.
+        return {"name": person.display_name, "consent": NOT_CONSENTED}, []
+    memories, memory_count = mcp_person_memories(owner=token.owner, person=person, limit=PERSON_MEMORY_LIMIT)
+    return {
+        "name": person.display_name,
+        "aliases": list(person.aliases),
+        "kind": person.kind,
+        "consent": person.consent_status,
+        "notes": person.notes,
+        "memory_count": memory_count,
+        "memories": [_memory_out(memory) for memory in memories],
+    }, memories
+
+
+def get_person(*, token: AccessToken, name: str) -> dict[str, Any]:
+    name = _check_text(name, name="name", max_length=MAX_NAME_LENGTH)
+    with transaction.atomic():
+        people = mcp_people_named(owner=token.owner, name=name)
+        if not people:
+            raise ToolInputError(f"No one called {name!r} in this journal.")
+        shown: list[dict[str, Any]] = []
+        handed_out: list[Memory] = []
+        for person in people:
+            out, memories = _person_out(token, person)
+            shown.append(out)
+            handed_out += memories
+        _log(token, handed_out)
+    return {"query": name, "people": shown}
+
+
+def timeline_window(
+    *, token: AccessToken, start: str, end: str, limit: int = TIMELINE_DEFAULT_LIMIT
+) -> dict[str, Any]:
+    first, last = _parse_day(start, name="start"), _parse_day(end, name="end")
+    if first > last:
+        raise ToolInputError(f"start ({first.isoformat()}) must be on or before end ({last.isoformat()}).")
+    limit = _check_limit(limit)
+    with transaction.atomic():
+        memories, truncated = mcp_timeline_window(owner=token.owner, start=first, end=last, limit=limit)
+        _log(token, memories)
+    return {
+        "start": first.isoformat(),
+        "end": last.isoformat(),
+        "memories": [_memory_out(memory) for memory in memories],
+        # Counted among gated memories only, like everything an agent is told.
+        "truncated": truncated,
+    }
+
+
+def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
+    try:
+        parsed_id = uuid.UUID(str(memory_id).strip())
+    except ValueError:
+        raise ToolInputError(f"memory_id must be a memory's id (a UUID), not {memory_id!r}.") from None
+    with transaction.atomic():
+        memory = mcp_visible_memory(owner=token.owner, memory_id=parsed_id)
+        if memory is None:
+            raise ToolInputError(MEMORY_NOT_FOUND)
+        _log(token, [memory])
+    participants = [
+        {
+            "name": participant.person.display_name,
+            "role": participant.role,
+            "consent": participant.person.consent_status,
+            "consent_updated_at": participant.person.consent_updated_at.isoformat()
+            if participant.person.consent_updated_at
+            else None,
+        }
+        for participant in memory.participants.all()
+    ]
+    source = memory.source_person
+    return {
+        "memory": {
+            "id": str(memory.pk),
+            "title": memory.headline,
+            "occurred_at": memory.occurred_at.isoformat(),
+            "kind": memory.kind,
+            "sensitivity": memory.sensitivity,
+        },
+        "owner": "The owner always sees every memory they recorded.",
+        "agents": {
+            "can_see": True,
+            "why": (
+                "Every person in it has granted consent"
+                + (", including the person who told it" if source else "")
+                + ("" if participants or source else " (nobody else is in it)")
+                + "; it has not expired and has not been replaced by a newer memory. "
+                "All of the owner's agents see it while that holds; if anyone in it withdraws "
+                "consent, agents stop seeing it on the very next request."
+            ),
+        },
+        "participants": participants,
+        "told_by": {"name": source.display_name, "consent": source.consent_status} if source else None,
+        "expires_at": memory.expires_at.isoformat() if memory.expires_at else None,
+        "expiry": (
+            f"Agents stop seeing it at {memory.expires_at.isoformat()} "
+            f"({memory.kind} memories are short-lived); the owner keeps it."
+            if memory.expires_at
+            else f"Never expires ({memory.kind} memories are long-lived)."
+        ),
+        "superseded_by": None,
+        "other_people": "Nobody else: memories are private to their owner and the owner's agents.",
+    }
