@@ -234,18 +234,29 @@ def find_duplicates() -> list[uuid.UUID]:
 
 
 def _repoint_other_references(*, duplicate: Memory, keeper: Memory) -> None:
-    """Move rows of other apps (access log, citations…) to the keeper rather than lose them."""
-    handled = {"participants", "edges_out", "edges_in", "supersedes", "replacement_proposals"}
-    handled |= {"supersession_proposals"}
+    """Move other apps' rows (access log, chat citations…) to the keeper rather than lose them.
+
+    Found through the model graph, so a new table pointing at memories is
+    covered without editing doctor. A row the keeper already has (a uniqueness
+    rule trips) stays with the duplicate and goes when it is deleted.
+    """
+    handled = {"participants", "edges_out", "edges_in", "supersedes"}
+    handled |= {"replacement_proposals", "supersession_proposals"}
     for relation in Memory._meta.related_objects:
-        if relation.get_accessor_name() in handled or not relation.one_to_many:
+        if relation.get_accessor_name() in handled:
             continue
-        field = relation.field.name
-        try:
-            with transaction.atomic():
-                relation.related_model._base_manager.filter(**{field: duplicate}).update(**{field: keeper})
-        except IntegrityError:
-            pass  # a uniqueness rule says the keeper already has one: the duplicate's goes with it
+        if relation.one_to_many:
+            model, field = relation.related_model, relation.field.name
+        elif relation.many_to_many:
+            model, field = relation.through, relation.field.m2m_reverse_field_name()
+        else:
+            continue
+        for row_id in model._base_manager.filter(**{field: duplicate}).values_list("pk", flat=True):
+            try:
+                with transaction.atomic():
+                    model._base_manager.filter(pk=row_id).update(**{field: keeper})
+            except IntegrityError:
+                pass
 
 
 def _merge_duplicate(*, duplicate: Memory, keeper: Memory) -> None:

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
+from agents.models import AccessLog, AccessSurface, Agent, Conversation, Message, MessageRole
 from memories import retrieval
 from memories.doctor import PLACEHOLDER_NAME
 from memories.embeddings import MODEL_NAME, embed_texts
@@ -113,6 +114,14 @@ def broken(alice, mallory):
     Memory.objects.filter(pk=keeper.pk).update(created_at=now - timedelta(hours=2))
     Memory.objects.filter(pk=copy.pk).update(created_at=now - timedelta(hours=1))
     MemoryEdge.objects.create(owner=alice, source=healthy, target=copy, kind=EdgeKind.SIMILAR, weight=0.7)
+    AccessLog.objects.create(owner=alice, memory=copy, surface=AccessSurface.API, agent_name="Reviewer")
+    conversation = Conversation.objects.create(owner=alice, agent=Agent.objects.filter(owner=alice).first())
+    answer = Message.objects.create(
+        conversation=conversation, role=MessageRole.ASSISTANT, content="You sailed"
+    )
+    answer.cited_memories.add(copy)
+    both = Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="Twice")
+    both.cited_memories.add(keeper, copy)
 
     unmarked = memory_create(
         owner=alice, body="Concert in the park", kind=MemoryKind.EVENT, occurred_at=now - timedelta(days=40)
@@ -221,6 +230,10 @@ def test_doctor_fix_repairs_everything_and_a_second_run_is_clean(alice, mallory,
     assert keeper.sensitivity == Sensitivity.SENSITIVE
     roles = dict(MemoryParticipant.objects.filter(memory=keeper).values_list("person__display_name", "role"))
     assert roles == {"Bob": "subject", "Carol": "subject"}
+    # Who saw the copy, and the replies that cited it, now point at the keeper.
+    assert list(AccessLog.objects.values_list("memory_id", flat=True)) == [keeper.pk]
+    for message in Message.objects.all():
+        assert list(message.cited_memories.all()) == [keeper]
 
     # Links, expiry and embeddings.
     assert Memory.objects.get(pk=broken["cross_link"].pk).superseded_by_id is None
