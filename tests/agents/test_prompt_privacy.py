@@ -1,0 +1,167 @@
+"""Across generated worlds, nothing gated out ever reaches the language model.
+
+Every prompt the chat sends is recorded by a real local HTTP stub. Each world has
+people with random consent and memories with random participants; every memory
+carries a distinctive random token and names its participants in its text, so a
+leak of its text or of a non-consenting person's name would show up verbatim.
+Questions are made of shared vocabulary only, never of names: a name the owner
+types is theirs to send.
+
+The expected prompt contents come from a few lines of plain Python (the policy,
+independently of the SQL gate): a memory may be shown when every participant
+and its source have consent `granted`; it is shown for a question when it shares
+a word with it (full text, ORed words; nothing is embedded in these worlds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db import transaction
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from accounts.services import user_signup
+from agents.models import AccessLog, Agent
+from agents.services import chat_turn
+from memories.services import ParticipantSpec, memory_create
+from people.models import ConsentStatus, Person
+from people.services import person_create, person_set_consent
+
+VOCABULARY = ["garden", "violin", "harbour", "lantern", "orchard", "bicycle", "kitchen"]
+# Consonants only: a random token can never be an English word in the fixed prompt text.
+TOKEN = st.text(alphabet="bcdfghjklmnpqrstvwxz", min_size=7, max_size=10)
+CONSENT = st.sampled_from([ConsentStatus.GRANTED, ConsentStatus.PENDING, ConsentStatus.REVOKED])
+
+
+@dataclass
+class PersonPlan:
+    name: str
+    alias: str
+    consent: str
+
+
+@dataclass
+class MemoryPlan:
+    token: str
+    words: list[str]
+    participants: list[int]  # indexes into people; -1 is the owner's Self
+    source: int | None
+
+
+@dataclass
+class WorldPlan:
+    people: list[PersonPlan]
+    memories: list[MemoryPlan]
+    questions: list[list[str]]
+
+
+@st.composite
+def worlds(draw) -> WorldPlan:
+    person_count = draw(st.integers(min_value=1, max_value=4))
+    memory_count = draw(st.integers(min_value=1, max_value=7))
+    tokens = draw(
+        st.lists(
+            TOKEN,
+            min_size=2 * person_count + memory_count,
+            max_size=2 * person_count + memory_count,
+            unique=True,
+        )
+    )
+    # No token inside another: "is this name in the prompt" must mean this name.
+    assume(not any(token != other and token in other for token in tokens for other in tokens))
+    people = [
+        PersonPlan(name=tokens[2 * i].capitalize(), alias=tokens[2 * i + 1], consent=draw(CONSENT))
+        for i in range(person_count)
+    ]
+    memories = []
+    for i in range(memory_count):
+        participants = draw(
+            st.lists(st.integers(min_value=-1, max_value=person_count - 1), max_size=3, unique=True)
+        )
+        source = draw(st.none() | st.integers(min_value=0, max_value=person_count - 1))
+        words = draw(st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3, unique=True))
+        memories.append(
+            MemoryPlan(
+                token=tokens[2 * person_count + i], words=words, participants=participants, source=source
+            )
+        )
+    questions = draw(
+        st.lists(
+            st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3, unique=True), min_size=1, max_size=3
+        )
+    )
+    return WorldPlan(people=people, memories=memories, questions=questions)
+
+
+def _may_be_shown(plan: WorldPlan, memory: MemoryPlan) -> bool:
+    """The policy in plain Python: everyone in it, and whoever told it, has granted consent."""
+    involved = [index for index in memory.participants if index >= 0]
+    if memory.source is not None:
+        involved.append(memory.source)
+    return all(plan.people[index].consent == ConsentStatus.GRANTED for index in involved)
+
+
+def _build(plan: WorldPlan):
+    owner = user_signup(username="owner", password="correct horse battery")
+    self_person = Person.objects.get(owner=owner, is_self=True)
+    people = []
+    for person_plan in plan.people:
+        person = person_create(owner=owner, display_name=person_plan.name, aliases=[person_plan.alias])
+        if person_plan.consent != ConsentStatus.PENDING:
+            person_set_consent(person=person, status=person_plan.consent, actor=owner)
+        people.append(person)
+    memories = []
+    for memory_plan in plan.memories:
+        participants = [self_person if index < 0 else people[index] for index in memory_plan.participants]
+        names = " and ".join(person.display_name for person in participants if not person.is_self)
+        body = f"{memory_plan.token}: {' '.join(memory_plan.words)}" + (f" with {names}" if names else "")
+        memories.append(
+            memory_create(
+                owner=owner,
+                body=body,
+                kind="knowledge",
+                sensitivity="personal",
+                participants=[ParticipantSpec(person=person) for person in participants],
+                source_person=None if memory_plan.source is None else people[memory_plan.source],
+            )
+        )
+    return owner, memories
+
+
+def test_no_prompt_ever_holds_a_gated_memory_or_a_non_consenting_persons_name(db, llm_stub):
+    @given(plan=worlds())
+    def check(plan: WorldPlan) -> None:
+        with transaction.atomic():
+            llm_stub.requests.clear()
+            owner, memories = _build(plan)
+            agent = Agent.objects.get(owner=owner, name="Reviewer")
+            conversation = None
+            for words in plan.questions:
+                question = " ".join(words) + "?"
+                turn = chat_turn(owner=owner, agent=agent, text=question, conversation=conversation)
+                conversation = turn.conversation
+                prompt = json.dumps(llm_stub.requests[-1])
+
+                expected = {
+                    memory_plan.token
+                    for memory_plan in plan.memories
+                    if _may_be_shown(plan, memory_plan) and set(memory_plan.words) & set(words)
+                }
+                sent = {memory_plan.token for memory_plan in plan.memories if memory_plan.token in prompt}
+                assert sent == expected
+                for person_plan in plan.people:
+                    if person_plan.consent != ConsentStatus.GRANTED:
+                        assert person_plan.name.lower() not in prompt.lower()
+                        assert person_plan.alias.lower() not in prompt.lower()
+                logged = set(
+                    AccessLog.objects.filter(
+                        owner=owner, created_at__gte=turn.question.created_at
+                    ).values_list("memory__body", flat=True)
+                )
+                assert {body.split(":")[0] for body in logged} == expected
+            assert len(llm_stub.requests) == len(plan.questions)
+            transaction.set_rollback(True)
+
+    check()
