@@ -38,6 +38,7 @@ class TokenOutputSerializer(serializers.Serializer):
         ref_name = "AccessToken"
 
 
+@extend_schema(tags=["tokens"])
 class TokenListApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -88,6 +89,7 @@ class TokenListApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(tags=["tokens"])
 class TokenRevokeApi(APIView):
     permission_classes = PERMISSIONS
 

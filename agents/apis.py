@@ -31,6 +31,7 @@ class AgentOutputSerializer(serializers.Serializer):
         ref_name = "Agent"
 
 
+@extend_schema(tags=["agents"])
 class AgentListApi(APIView):
     @extend_schema(
         operation_id="agents_list",
@@ -42,6 +43,7 @@ class AgentListApi(APIView):
         return Response(AgentOutputSerializer(agents, many=True).data)
 
 
+@extend_schema(tags=["agents"])
 class AgentDetailApi(APIView):
     @extend_schema(
         operation_id="agents_retrieve",
@@ -62,6 +64,7 @@ class ChatCitationSerializer(serializers.Serializer):
         ref_name = "AgentChatCitation"
 
 
+@extend_schema(tags=["agents"])
 class AgentChatApi(APIView):
     """One chat turn, the same as the web chat (surface `api` in the access log).
 

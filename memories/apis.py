@@ -152,6 +152,7 @@ def _visible_memory(request: Request, memory_id) -> Memory:
 
 
 # --- Views ------------------------------------------------------------------------
+@extend_schema(tags=["memories"])
 class MemoryListApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -262,6 +263,7 @@ class MemoryListApi(APIView):
         return Response(MemoryOutputSerializer(memory).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(tags=["memories"])
 class MemoryDetailApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -350,6 +352,7 @@ class RetrievalParamsSerializer(serializers.Serializer):
         ref_name = "RetrievalParams"
 
 
+@extend_schema(tags=["memories"])
 class MemorySearchApi(APIView):
     class ParamsSerializer(RetrievalParamsSerializer):
         q = serializers.CharField(max_length=1000, help_text="What to look for (words or a question).")
@@ -376,6 +379,7 @@ class MemorySearchApi(APIView):
         return Response({"results": _search_results(hits), "consent_gated": respect_consent})
 
 
+@extend_schema(tags=["memories"])
 class MemorySimilarApi(APIView):
     @extend_schema(
         operation_id="memories_similar",

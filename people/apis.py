@@ -63,6 +63,7 @@ def person_output(person: Person, *, for_agent: bool) -> dict:
     return data
 
 
+@extend_schema(tags=["people"])
 class PersonListApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -117,6 +118,7 @@ class PersonListApi(APIView):
         return Response(person_output(person, for_agent=False), status=status.HTTP_201_CREATED)
 
 
+@extend_schema(tags=["people"])
 class PersonDetailApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -208,6 +210,7 @@ class ConsentEventOutputSerializer(serializers.Serializer):
         ref_name = "ConsentEvent"
 
 
+@extend_schema(tags=["people"])
 class PersonConsentApi(APIView):
     permission_classes = PERMISSIONS
 
@@ -252,6 +255,7 @@ class PersonConsentApi(APIView):
         )
 
 
+@extend_schema(tags=["people"])
 class PersonConsentEventListApi(APIView):
     # The reasons in the audit trail are the owner's own notes: not for agents.
     permission_classes = [*APIView.permission_classes, OwnerOnly]
