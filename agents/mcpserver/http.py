@@ -15,6 +15,7 @@ Authentication and the refusal of GET/DELETE happen before this module is import
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
@@ -23,6 +24,9 @@ from django.http import HttpRequest, HttpResponse
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from agents.mcpserver.server import McpCall, mcp_call, server
+
+# A manager per request would log "started" and "shutting down" at INFO on every call.
+logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
 
 def _asgi_scope(request: HttpRequest) -> dict[str, Any]:

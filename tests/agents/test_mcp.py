@@ -411,6 +411,22 @@ def test_http_has_no_event_stream_or_sessions_to_end(client, world):
         assert response["Allow"] == "POST"
 
 
+def test_http_answers_malformed_requests_with_4xx_not_500(client, world):
+    headers = {
+        "HTTP_AUTHORIZATION": f"Bearer {world.agent_token}",
+        "HTTP_ACCEPT": "application/json, text/event-stream",
+    }
+    not_json = client.post("/mcp/", data="{not json", content_type="application/json", **headers)
+    assert not_json.status_code == 400
+    assert not_json.json()["error"]["code"] == -32700  # JSON-RPC parse error
+    not_rpc = client.post(
+        "/mcp/", data=json.dumps({"hello": "world"}), content_type="application/json", **headers
+    )
+    assert 400 <= not_rpc.status_code < 500
+    wrong_type = client.post("/mcp/", data="hello", content_type="text/plain", **headers)
+    assert 400 <= wrong_type.status_code < 500
+
+
 def test_stdio_exits_with_a_clear_message_on_bad_tokens(transactional_db, world, bad_tokens):
     expected = {
         "missing": "KEEPSAKE_TOKEN: No access token given",
