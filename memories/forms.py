@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from memories.lifecycle import kind_lifetimes
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
+from memories.selectors import memory_list
 from people.models import Person
 from people.selectors import person_list, person_name_taken
 
@@ -15,6 +19,16 @@ def _owner_people(owner: AbstractBaseUser):
     # Choices are always the owner's own people: an id from another account
     # is "not one of the available choices", never a hint that it exists.
     return person_list(owner=owner)
+
+
+WORK_IT_OUT = ""
+
+
+def _kind_label(label: str, lifetime: timedelta | None) -> str:
+    if lifetime is None:
+        return label
+    days = lifetime / timedelta(days=1)
+    return f"{label} ({days:g} day{'' if days == 1 else 's'})"
 
 
 class MemoryForm(forms.Form):
@@ -31,8 +45,11 @@ class MemoryForm(forms.Form):
         help_text="Leave empty for now.",
         error_messages={"invalid": "Enter a date and time, e.g. 2024-05-01 14:30."},
     )
-    kind = forms.ChoiceField(choices=MemoryKind.choices, initial=MemoryKind.EVENT)
-    sensitivity = forms.ChoiceField(choices=Sensitivity.choices, initial=Sensitivity.PERSONAL)
+    # "" = let memories.lifecycle / memories.classify decide from the text; an explicit choice wins.
+    kind = forms.ChoiceField(choices=[(WORK_IT_OUT, "Work it out"), *MemoryKind.choices], required=False)
+    sensitivity = forms.ChoiceField(
+        choices=[(WORK_IT_OUT, "Work it out"), *Sensitivity.choices], required=False
+    )
     source_person = forms.ModelChoiceField(
         queryset=Person.objects.none(),
         required=False,
@@ -40,9 +57,30 @@ class MemoryForm(forms.Form):
         empty_label="I saw it myself",
     )
 
+    # Shown once under the kind and sensitivity pickers (too long for a narrow column each).
+    work_it_out_help = (
+        "“Work it out” reads the text: the kind from words like “remind me” (task), “loves” (preference), "
+        "“is my sister” (relationship), “went to” (event), otherwise knowledge; sensitive when it mentions "
+        "health, money, legal matters, a break-up or passwords, otherwise personal. "
+        "Your own choice always wins. Kinds shown with days leave your agents' view that long "
+        "after the memory's date; you keep them."
+    )
+
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["source_person"].queryset = _owner_people(owner)
+        # Short-lived kinds say how long agents may use them (settings.MEMORY_KIND_LIFETIMES).
+        lifetimes = kind_lifetimes()
+        self.fields["kind"].choices = [
+            (WORK_IT_OUT, "Work it out"),
+            *((kind, _kind_label(label, lifetimes[kind])) for kind, label in MemoryKind.choices),
+        ]
+
+    def clean_kind(self) -> str | None:
+        return self.cleaned_data.get("kind") or None
+
+    def clean_sensitivity(self) -> str | None:
+        return self.cleaned_data.get("sensitivity") or None
 
     def clean_body(self) -> str:
         body = self.cleaned_data["body"].strip()
@@ -181,10 +219,17 @@ class TimelineFilterForm(forms.Form):
     date_to = forms.DateField(
         required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
     )
+    expired = forms.ChoiceField(
+        choices=[("", "All"), ("live", "Live"), ("expired", "Expired")], required=False, label="Expiry"
+    )
 
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["person"].queryset = _owner_people(owner)
+
+    def clean_expired(self) -> bool | None:
+        # MemoryFilters.expired: None = both, False = only live, True = only expired.
+        return {"": None, "live": False, "expired": True}[self.cleaned_data.get("expired", "")]
 
     def clean(self) -> dict:
         cleaned = super().clean()
@@ -192,3 +237,44 @@ class TimelineFilterForm(forms.Form):
         if date_from and date_to and date_from > date_to:
             raise forms.ValidationError("The “from” date must be on or before the “to” date.")
         return cleaned
+
+
+SEARCH_MAX_LENGTH = 200
+
+
+def _option_label(memory: Memory) -> str:
+    headline = memory.headline
+    if len(headline) > 70:
+        headline = headline[:69] + "…"
+    return f"{timezone.localtime(memory.occurred_at):%d %b %Y} · {headline}"
+
+
+class SupersedeForm(forms.Form):
+    """ "This memory replaces an older one": pick it from a short list of candidates."""
+
+    older = forms.ModelChoiceField(
+        queryset=Memory.objects.none(),
+        label="Older memory it replaces",
+        empty_label="— pick the older memory —",
+        error_messages={
+            "required": "Pick the older memory this one replaces.",
+            "invalid_choice": "Pick one of your memories from the list.",
+        },
+    )
+    # Carried along so a refused link re-shows the same narrowed list.
+    q = forms.CharField(required=False, widget=forms.HiddenInput, max_length=SEARCH_MAX_LENGTH)
+
+    def __init__(self, *args, owner: AbstractBaseUser, options: list[Memory], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["older"]
+        # Any of the owner's memories is accepted (the service explains a refusal
+        # better than "not a valid choice"); the list shows only those it would accept.
+        field.queryset = memory_list(owner=owner)
+        field.widget.choices = [("", field.empty_label), *((m.pk, _option_label(m)) for m in options)]
+        self.has_options = bool(options)
+
+
+class UnsupersedeForm(forms.Form):
+    """Undo "replaced by": which memory of the chain is no longer replaced."""
+
+    replaced = forms.UUIDField()

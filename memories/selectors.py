@@ -8,8 +8,9 @@ from django.db.models import Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from memories.lifecycle import expired_q
+from memories.lifecycle import expired_q, memory_is_expired
 from memories.models import EdgeKind, Memory, MemoryEdge, MemoryParticipant
+from memories.supersession import memory_supersession_chain
 from people.models import ConsentStatus, Person
 
 
@@ -110,3 +111,54 @@ def memory_related(*, memory: Memory, limit: int = 20) -> list[RelatedMemory]:
         if len(related) >= limit:
             break
     return list(related.values())
+
+
+@dataclass(frozen=True)
+class AgentVisibility:
+    """Why the owner's agents cannot see a memory, for the owner's badges (informational).
+
+    Mirrors the rules of the gate in memories/retrieval.py (participants and
+    source person consented, not expired, not superseded); the gate itself stays
+    there, in SQL.
+    """
+
+    blockers: list[Person]
+    source_blocker: Person | None
+    expired: bool
+    superseded: bool
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.blockers or self.source_blocker or self.expired or self.superseded)
+
+
+def memory_agent_visibility(memory: Memory, *, now: datetime | None = None) -> AgentVisibility:
+    """Everything that keeps `memory` from agents. Uses the prefetched participants and source person."""
+    blockers = memory_consent_blockers(memory)
+    source = memory.source_person
+    source_blocker = None
+    # A source who is also a participant is already named among the blockers.
+    if source is not None and source.consent_status != ConsentStatus.GRANTED and source not in blockers:
+        source_blocker = source
+    return AgentVisibility(
+        blockers=blockers,
+        source_blocker=source_blocker,
+        expired=memory_is_expired(memory, now=now),
+        superseded=memory.superseded_by_id is not None,
+    )
+
+
+def memory_supersede_options(*, memory: Memory, query: str = "", limit: int = 30) -> list[Memory]:
+    """The owner's memories that `memory` could be marked as replacing, newest first.
+
+    Only those memory_supersede would accept: same owner and sensitivity, not
+    already replaced, and not already linked to `memory` (a no-op or a loop).
+    Each word of `query` must appear in the title or the body.
+    """
+    linked = [linked_memory.pk for linked_memory in memory_supersession_chain(memory)]
+    options = Memory.objects.filter(
+        owner_id=memory.owner_id, sensitivity=memory.sensitivity, superseded_by__isnull=True
+    ).exclude(pk__in=linked)
+    for word in query.split()[:10]:
+        options = options.filter(Q(title__icontains=word) | Q(body__icontains=word))
+    return list(options.order_by("-occurred_at", "-created_at")[:limit])

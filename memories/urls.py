@@ -11,4 +11,19 @@ urlpatterns = [
     path("memories/<uuid:memory_id>/", views.memory_detail, name="memory_detail"),
     path("memories/<uuid:memory_id>/edit/", views.memory_edit, name="memory_edit"),
     path("memories/<uuid:memory_id>/delete/", views.memory_delete, name="memory_delete"),
+    path(
+        "memories/<uuid:memory_id>/replaces/", views.memory_supersede_options, name="memory_supersede_options"
+    ),
+    path("memories/<uuid:memory_id>/replaces/add/", views.memory_supersede, name="memory_supersede"),
+    path("memories/<uuid:memory_id>/replaces/undo/", views.memory_unsupersede, name="memory_unsupersede"),
+    path(
+        "memories/<uuid:memory_id>/suggestions/<int:proposal_id>/confirm/",
+        views.supersession_proposal_confirm,
+        name="supersession_proposal_confirm",
+    ),
+    path(
+        "memories/<uuid:memory_id>/suggestions/<int:proposal_id>/dismiss/",
+        views.supersession_proposal_dismiss,
+        name="supersession_proposal_dismiss",
+    ),
 ]

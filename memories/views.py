@@ -6,25 +6,28 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from memories import selectors, services
+from memories import selectors, services, supersession
 from memories.forms import (
     PARTICIPANT_MAX_ROWS,
     PARTICIPANT_PREFIX,
+    SEARCH_MAX_LENGTH,
     MemoryForm,
+    SupersedeForm,
     TimelineFilterForm,
+    UnsupersedeForm,
     participant_formset,
     participant_row_form,
 )
-from memories.models import Memory
+from memories.models import Memory, SupersessionProposal
 
 PAGE_SIZE = 25
 MAX_PAGE = 1_000_000
-FILTER_FIELDS = ("person", "kind", "date_from", "date_to")
+FILTER_FIELDS = ("person", "kind", "date_from", "date_to", "expired")
 
 
 def _add_service_errors(form, error: ValidationError) -> None:
@@ -49,7 +52,11 @@ def _filters(filter_form: TimelineFilterForm) -> selectors.MemoryFilters | None:
         return None
     data = filter_form.cleaned_data
     return selectors.MemoryFilters(
-        person=data["person"], kind=data["kind"] or None, date_from=data["date_from"], date_to=data["date_to"]
+        person=data["person"],
+        kind=data["kind"] or None,
+        date_from=data["date_from"],
+        date_to=data["date_to"],
+        expired=data["expired"],
     )
 
 
@@ -114,9 +121,23 @@ def _save_memory(request: HttpRequest, *, memory: Memory | None) -> tuple[Memory
         else:
             saved = services.memory_update_with_new_people(memory=memory, **fields)
     except ValidationError as error:
+        # e.g. a password in the text: refused before anything is written; the
+        # bound form keeps what was typed so it can be fixed in place.
         _add_service_errors(form, error)
         return None, form, participants
     return saved, form, participants
+
+
+def _saved_message(form: MemoryForm, memory: Memory) -> str:
+    """ "Memory saved", saying what was worked out from the text so a wrong guess is noticed."""
+    worked_out = []
+    if form.cleaned_data["kind"] is None:
+        worked_out.append(f"kind: {memory.get_kind_display().lower()}")
+    if form.cleaned_data["sensitivity"] is None:
+        worked_out.append(f"sensitivity: {memory.get_sensitivity_display().lower()}")
+    if not worked_out:
+        return "Memory saved."
+    return f"Memory saved. Worked out from the text — {', '.join(worked_out)}. Edit it to change that."
 
 
 @login_required
@@ -134,6 +155,7 @@ def memory_create(request: HttpRequest) -> HttpResponse:
                 "form": MemoryForm(owner=request.user),
                 "participants": participant_formset(owner=request.user),
                 "new_memory": new_memory,
+                "saved_message": _saved_message(form, new_memory),
             }
         return render(request, "memories/timeline.html#quick-add", context)
     if memory is None:
@@ -142,7 +164,7 @@ def memory_create(request: HttpRequest) -> HttpResponse:
             "memories/timeline.html",
             _timeline_context(request, form=form, participants=participants),
         )
-    messages.success(request, "Memory saved.")
+    messages.success(request, _saved_message(form, memory))
     return redirect("timeline")
 
 
@@ -167,11 +189,153 @@ def memory_participant_row(request: HttpRequest) -> HttpResponse:
     return render(request, "memories/participant_row.html", context)
 
 
+def _supersede_query(data) -> str:
+    return " ".join(data.get("q", "").split())[:SEARCH_MAX_LENGTH]
+
+
+def _supersede_form(request: HttpRequest, memory: Memory, *, query: str, data=None) -> SupersedeForm:
+    options = selectors.memory_supersede_options(memory=memory, query=query)
+    return SupersedeForm(data, initial={"q": query}, owner=request.user, options=options)
+
+
+def _memory_page_context(
+    request: HttpRequest,
+    memory: Memory,
+    *,
+    supersede_form: SupersedeForm | None = None,
+    query: str = "",
+    supersession_error: list[str] | None = None,
+    supersession_message: str = "",
+) -> dict:
+    chain = supersession.memory_supersession_chain(memory)
+    by_id = {linked.pk: linked for linked in chain}
+    return {
+        "memory": memory,
+        "related": selectors.memory_related(memory=memory),
+        # Oldest first; each row says what replaced it (None: it is the current one).
+        "chain": [{"memory": linked, "replaced_by": by_id.get(linked.superseded_by_id)} for linked in chain],
+        "replaced_by": by_id.get(memory.superseded_by_id),
+        "candidates": supersession.supersession_candidates(memory),
+        "supersede_form": supersede_form or _supersede_form(request, memory, query=query),
+        "supersede_query": query,
+        "supersession_error": supersession_error or [],
+        "supersession_message": supersession_message,
+    }
+
+
 @login_required
 def memory_detail(request: HttpRequest, memory_id) -> HttpResponse:
     memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
     template = "memories/memory_detail.html" + ("#memory-main" if request.htmx else "")
-    return render(request, template, {"memory": memory, "related": selectors.memory_related(memory=memory)})
+    return render(request, template, _memory_page_context(request, memory))
+
+
+def _supersession_updated(
+    request: HttpRequest, memory_id, *, message: str = "", error: ValidationError | None = None, **extra
+) -> HttpResponse:
+    """After a supersession action: the section in place (htmx), else back to the page.
+
+    Reloaded, because the action may have changed this memory's own link; htmx
+    also gets the agent-visibility notice out of band, since a memory that is
+    now replaced (or no longer) is hidden from agents (or no longer).
+    """
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    errors = error.messages if error is not None else None
+    context = _memory_page_context(
+        request, memory, supersession_error=errors, supersession_message=message, **extra
+    )
+    if request.htmx:
+        return render(request, "memories/_supersession.html", {**context, "oob_visibility": True})
+    if errors or "supersede_form" in extra:
+        # A refusal is shown on the page itself, with what was picked, like any form error.
+        return render(request, "memories/memory_detail.html", context)
+    messages.success(request, message)
+    return redirect("memory_detail", memory_id=memory.pk)
+
+
+@login_required
+@require_GET
+def memory_supersede_options(request: HttpRequest, memory_id) -> HttpResponse:
+    """Narrow the "replaces an older memory" list by words: the picker (htmx) or the whole page."""
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    query = _supersede_query(request.GET)
+    if request.htmx:
+        context = {"memory": memory, "supersede_form": _supersede_form(request, memory, query=query)}
+        context["supersede_query"] = query
+        return render(request, "memories/_supersede_pick.html", context)
+    return render(request, "memories/memory_detail.html", _memory_page_context(request, memory, query=query))
+
+
+@login_required
+@require_POST
+def memory_supersede(request: HttpRequest, memory_id) -> HttpResponse:
+    """This memory replaces an older one of the owner's (agents then see only this one)."""
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    query = _supersede_query(request.POST)
+    form = _supersede_form(request, memory, query=query, data=request.POST)
+    if form.is_valid():
+        older = form.cleaned_data["older"]
+        try:
+            supersession.memory_supersede(owner=request.user, older=older, newer=memory)
+        except ValidationError as error:
+            _add_service_errors(form, error)
+        else:
+            return _supersession_updated(
+                request, memory.pk, message=f"Linked: this memory replaces “{older.headline}”."
+            )
+    return _supersession_updated(request, memory.pk, supersede_form=form, query=query)
+
+
+@login_required
+@require_POST
+def memory_unsupersede(request: HttpRequest, memory_id) -> HttpResponse:
+    """Undo one "replaced by" link in this memory's chain."""
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    form = UnsupersedeForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Say which memory is no longer replaced.")
+    replaced = selectors.memory_get(owner=request.user, memory_id=form.cleaned_data["replaced"])
+    try:
+        supersession.memory_unsupersede(owner=request.user, memory=replaced)
+    except ValidationError as error:
+        return _supersession_updated(request, memory.pk, error=error)
+    return _supersession_updated(
+        request, memory.pk, message=f"Undone: “{replaced.headline}” is no longer replaced."
+    )
+
+
+def _memory_proposal(request: HttpRequest, memory_id, proposal_id) -> tuple[Memory, SupersessionProposal]:
+    memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
+    proposal = supersession.supersession_proposal_get(owner=request.user, proposal_id=proposal_id)
+    if memory.pk not in (proposal.older_id, proposal.newer_id):
+        raise Http404("No such suggestion for this memory.")
+    return memory, proposal
+
+
+@login_required
+@require_POST
+def supersession_proposal_confirm(request: HttpRequest, memory_id, proposal_id) -> HttpResponse:
+    memory, proposal = _memory_proposal(request, memory_id, proposal_id)
+    try:
+        supersession.supersession_proposal_confirm(owner=request.user, proposal=proposal)
+    except ValidationError as error:
+        return _supersession_updated(request, memory.pk, error=error)
+    return _supersession_updated(
+        request,
+        memory.pk,
+        message=f"Confirmed: “{proposal.newer.headline}” replaces “{proposal.older.headline}”.",
+    )
+
+
+@login_required
+@require_POST
+def supersession_proposal_dismiss(request: HttpRequest, memory_id, proposal_id) -> HttpResponse:
+    memory, proposal = _memory_proposal(request, memory_id, proposal_id)
+    try:
+        supersession.supersession_proposal_dismiss(owner=request.user, proposal=proposal)
+    except ValidationError as error:
+        return _supersession_updated(request, memory.pk, error=error)
+    return _supersession_updated(request, memory.pk, message="Dismissed: that pair won't be suggested again.")
 
 
 @login_required

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import template
 
 from memories.models import Memory
-from memories.selectors import memory_consent_blockers
+from memories.selectors import AgentVisibility, memory_agent_visibility, memory_consent_blockers
 from people.models import Person
 
 register = template.Library()
@@ -19,3 +19,25 @@ def consent_blockers(memory: Memory) -> list[Person]:
 def blocker_names(blockers: list[Person]) -> str:
     """ "Bob (pending), Carol (revoked)" for the hidden-from-agents badge."""
     return ", ".join(f"{person.display_name} ({person.consent_status})" for person in blockers)
+
+
+@register.simple_tag
+def agent_visibility(memory: Memory) -> AgentVisibility:
+    """`{% agent_visibility memory as visibility %}`: everything that keeps this memory from agents."""
+    return memory_agent_visibility(memory)
+
+
+@register.filter
+def hidden_reasons(visibility: AgentVisibility) -> str:
+    """One line for a card's hidden-from-agents badge: who has not consented first, then the rest."""
+    reasons = []
+    if visibility.blockers:
+        reasons.append(blocker_names(visibility.blockers))
+    if visibility.source_blocker is not None:
+        source = visibility.source_blocker
+        reasons.append(f"told by {source.display_name} ({source.consent_status})")
+    if visibility.expired:
+        reasons.append("expired, agents no longer see this")
+    if visibility.superseded:
+        reasons.append("replaced by a newer memory")
+    return " · ".join(reasons)
