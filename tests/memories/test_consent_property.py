@@ -1,0 +1,311 @@
+"""Property test: every agent-facing selector against an independent reference policy.
+
+Hypothesis generates small worlds (two or three owners, people with random consent,
+memories with random participants, roles, source people, expiry, supersession,
+texts from a small vocabulary and random vectors or none, stored edges) and random
+queries. The world is written to PostgreSQL inside a savepoint that is rolled back
+after each example, and the production selectors are compared with
+tests/memories/consent_oracle.py, which shares no code with them.
+
+Quick by default (the "default" profile); `--hypothesis-profile=thorough` runs
+thousands of examples.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.conf import settings as django_settings
+from django.db import transaction
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memories import retrieval
+from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryParticipant
+from memories.retrieval import memory_related, memory_search, memory_similar
+from memories.selectors import MemoryFilters
+from people.models import Person
+from tests.factories import UserFactory
+from tests.memories.consent_oracle import (
+    OracleEdge,
+    OracleMemory,
+    OraclePerson,
+    OracleWorld,
+)
+
+pytestmark = pytest.mark.django_db
+
+# No stop words, and no two words share an English stem: "contains the word" is
+# then exactly what PostgreSQL full text matches (see the oracle).
+VOCABULARY = ["lantern", "orchard", "violin", "harbor", "meadow", "glacier", "pepper", "quilt"]
+STATUSES = ["granted", "pending", "revoked"]
+ROLES = ["subject", "present", "source"]
+KINDS = ["knowledge", "event", "preference"]
+DISTANCE_TOLERANCE = 1e-4
+
+
+def unit_vector(seed: int) -> tuple[float, ...]:
+    vector = np.random.default_rng(seed).standard_normal(EMBEDDING_DIMENSIONS)
+    return tuple(float(value) for value in vector / np.linalg.norm(vector))
+
+
+person_spec = st.fixed_dictionaries(
+    {"status": st.sampled_from(STATUSES), "owner": st.integers(0, 2), "is_self": st.booleans()}
+)
+memory_spec = st.fixed_dictionaries(
+    {
+        "owner": st.integers(0, 2),
+        "words": st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=4),
+        "kind": st.sampled_from(KINDS),
+        "vector_seed": st.none() | st.integers(0, 10_000),
+        "participants": st.lists(
+            st.tuples(st.integers(0, 11), st.sampled_from(ROLES)), max_size=3, unique_by=lambda pair: pair[0]
+        ),
+        "source": st.none() | st.integers(0, 11),
+        "expiry": st.sampled_from([None, "past", "future"]),
+        "superseded_by": st.none() | st.integers(0, 13),
+        "days_ago": st.integers(0, 1000),
+    }
+)
+world_spec = st.fixed_dictionaries(
+    {
+        "owners": st.integers(2, 3),
+        "people": st.lists(person_spec, min_size=1, max_size=12),
+        "memories": st.lists(memory_spec, min_size=1, max_size=14),
+        "edges": st.lists(st.tuples(st.integers(0, 13), st.integers(0, 13), st.floats(0, 1)), max_size=10),
+    }
+)
+query_spec = st.fixed_dictionaries(
+    {
+        "words": st.lists(st.sampled_from([*VOCABULARY, "zebra"]), min_size=1, max_size=2),
+        # Always given: with none, memory_search would embed the words with the real model.
+        "vector_seed": st.integers(0, 10_000),
+        "owner": st.integers(0, 2),
+        "limit": st.integers(1, 20),
+        "anchor": st.integers(0, 13),
+        "filter_person": st.none() | st.integers(0, 11),
+        "filter_kind": st.none() | st.sampled_from(KINDS),
+    }
+)
+
+
+class _Rollback(Exception):
+    pass
+
+
+def build_world(spec: dict) -> tuple[OracleWorld, list, dict[str, Person], dict[str, Memory]]:
+    """Write the world to the database and describe it to the oracle, identically."""
+    now = timezone.now()
+    owners = [UserFactory() for _ in range(spec["owners"])]
+    world = OracleWorld()
+    people: dict[str, Person] = {}
+    has_self: set[int] = set()
+    for index, item in enumerate(spec["people"]):
+        owner = owners[item["owner"] % len(owners)]
+        is_self = item["is_self"] and owner.pk not in has_self  # one Self per owner
+        if is_self:
+            has_self.add(owner.pk)
+        person = Person.objects.create(
+            owner=owner, display_name=f"P{index}", consent_status=item["status"], is_self=is_self
+        )
+        people[str(person.pk)] = person
+        world.people[str(person.pk)] = OraclePerson(
+            id=str(person.pk), owner=str(owner.pk), consent_status=item["status"], is_self=is_self
+        )
+    person_list = list(people.values())
+    memories: dict[str, Memory] = {}
+    memory_list: list[Memory] = []
+    for item in spec["memories"]:
+        owner = owners[item["owner"] % len(owners)]
+        mine = [person for person in person_list if person.owner_id == owner.pk]
+        vector = None if item["vector_seed"] is None else unit_vector(item["vector_seed"])
+        expires_at = {None: None, "past": now - timedelta(hours=1), "future": now + timedelta(days=3)}[
+            item["expiry"]
+        ]
+        source = mine[item["source"] % len(mine)] if mine and item["source"] is not None else None
+        memory = Memory.objects.create(
+            id=uuid.uuid4(),
+            owner=owner,
+            body=" ".join(item["words"]),
+            kind=item["kind"],
+            occurred_at=now - timedelta(days=item["days_ago"]),
+            embedding=None if vector is None else list(vector),
+            expires_at=expires_at,
+            source_person=source,
+        )
+        participants = {}
+        if mine:
+            for position, role in item["participants"]:
+                person = mine[position % len(mine)]
+                if str(person.pk) not in participants:
+                    MemoryParticipant.objects.create(memory=memory, person=person, role=role)
+                    participants[str(person.pk)] = role
+        memories[str(memory.pk)] = memory
+        memory_list.append(memory)
+        world.memories[str(memory.pk)] = OracleMemory(
+            id=str(memory.pk),
+            owner=str(owner.pk),
+            words=list(item["words"]),
+            kind=item["kind"],
+            occurred_at=memory.occurred_at,
+            embedding=vector,
+            participants=participants,
+            source_person=None if source is None else str(source.pk),
+            expires_at=expires_at,
+        )
+    # Supersession only within one owner, never a memory superseding itself.
+    for memory, item in zip(memory_list, spec["memories"], strict=True):
+        if item["superseded_by"] is None:
+            continue
+        newer = memory_list[item["superseded_by"] % len(memory_list)]
+        if newer.pk != memory.pk and newer.owner_id == memory.owner_id:
+            Memory.objects.filter(pk=memory.pk).update(superseded_by=newer)
+            world.memories[str(memory.pk)].superseded_by = str(newer.pk)
+    for source_index, target_index, weight in spec["edges"]:
+        source = memory_list[source_index % len(memory_list)]
+        target = memory_list[target_index % len(memory_list)]
+        if source.pk == target.pk or source.owner_id != target.owner_id:
+            continue
+        _, created = MemoryEdge.objects.get_or_create(
+            owner_id=source.owner_id,
+            source=source,
+            target=target,
+            kind="similar",
+            defaults={"weight": weight},
+        )
+        if created:
+            world.edges.append(OracleEdge(str(source.pk), str(target.pk), "similar", weight))
+    return world, owners, people, memories
+
+
+def assert_same_ranking(actual: list[tuple[str, float]], expected: list[tuple[str, float]]) -> None:
+    """Same distances position by position; the same ids wherever distances are not tied."""
+    assert len(actual) == len(expected)
+    for (_, actual_distance), (_, expected_distance) in zip(actual, expected, strict=True):
+        assert abs(actual_distance - expected_distance) < DISTANCE_TOLERANCE
+    tied = {
+        memory_id
+        for memory_id, distance in expected
+        if sum(abs(distance - other) < DISTANCE_TOLERANCE for _, other in expected) > 1
+    }
+    assert [i for i, _ in actual if i not in tied] == [i for i, _ in expected if i not in tied]
+
+
+def check_world(spec: dict, query: dict) -> None:
+    world, owners, people, memories = build_world(spec)
+    now = timezone.now()
+    owner = owners[query["owner"] % len(owners)]
+    owner_key = str(owner.pk)
+    words = query["words"]
+    embedding = unit_vector(query["vector_seed"])
+    filter_person = None
+    if query["filter_person"] is not None and people:
+        filter_person = list(people.values())[query["filter_person"] % len(people)]
+    filters = MemoryFilters(person=filter_person, kind=query["filter_kind"])
+    limit = query["limit"]
+    world_size = len(world.memories)
+
+    for respect_consent in (True, False):
+        candidates = world.visible(
+            owner_key,
+            respect_consent=respect_consent,
+            now=now,
+            person=None if filter_person is None else str(filter_person.pk),
+            kind=query["filter_kind"],
+        )
+        findable = world.text_matches(candidates, words)
+        findable |= {memory_id for memory_id, _ in world.nearest(candidates, embedding)}
+
+        # memory_search: never anything outside the candidates; with a limit covering
+        # the world, exactly the findable ones; otherwise as many as asked (or all).
+        hits = memory_search(
+            owner,
+            " ".join(words),
+            respect_consent=respect_consent,
+            limit=limit,
+            filters=filters,
+            query_embedding=embedding,
+        )
+        returned = [str(hit.memory.pk) for hit in hits]
+        assert len(returned) == len(set(returned))
+        assert set(returned) <= set(candidates)
+        assert len(returned) == min(limit, len(findable))
+        everything = memory_search(
+            owner,
+            " ".join(words),
+            respect_consent=respect_consent,
+            limit=max(world_size, 1),
+            filters=filters,
+            query_embedding=embedding,
+        )
+        assert {str(hit.memory.pk) for hit in everything} == findable
+        if not world.text_matches(candidates, words):
+            # Only the vector side matched: the order is the exact nearest order.
+            expected = world.nearest(candidates, embedding)[:limit]
+            assert_same_ranking([(str(hit.memory.pk), 1.0 - hit.similarity) for hit in hits], expected)
+
+        # memory_similar and memory_related around an anchor memory of this owner.
+        own = [memory for memory in memories.values() if memory.owner_id == owner.pk]
+        if not own:
+            continue
+        anchor = own[query["anchor"] % len(own)]
+        anchor_oracle = world.memories[str(anchor.pk)]
+        scope = world.visible(owner_key, respect_consent=respect_consent, now=now)
+        anchor_visible = str(anchor.pk) in scope
+
+        similar = memory_similar(anchor, respect_consent=respect_consent, limit=limit)
+        if respect_consent and not anchor_visible or anchor_oracle.embedding is None:
+            assert similar == []
+        else:
+            expected = world.nearest(scope, anchor_oracle.embedding, exclude=str(anchor.pk))[:limit]
+            assert_same_ranking([(str(hit.memory.pk), 1.0 - hit.score) for hit in similar], expected)
+
+        related = memory_related(anchor, respect_consent=respect_consent, limit=100)
+        related_ids = {str(hit.memory.pk) for hit in related}
+        assert related_ids <= set(scope) - {str(anchor.pk)}
+        if not respect_consent:
+            # Nothing of the owner's is lost: every stored edge shows.
+            assert related_ids == world.edge_neighbours(anchor_oracle)
+        elif not anchor_visible:
+            assert related == []
+        else:
+            surely_similar, maybe_similar = set(), set()
+            if anchor_oracle.embedding is not None:
+                nearest = world.nearest(scope, anchor_oracle.embedding, exclude=str(anchor.pk))
+                top = nearest[: django_settings.MEMORY_EDGES_SIMILAR_LIMIT]
+                minimum = django_settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
+                surely_similar = {i for i, distance in top if 1.0 - distance >= minimum + DISTANCE_TOLERANCE}
+                maybe_similar = {i for i, distance in top if 1.0 - distance >= minimum - DISTANCE_TOLERANCE}
+            shared = world.shared_person(scope, anchor_oracle)
+            got_similar = {str(hit.memory.pk) for hit in related if hit.kind == "similar"}
+            got_shared = {str(hit.memory.pk): hit.weight for hit in related if hit.kind == "shared_person"}
+            assert surely_similar <= got_similar <= maybe_similar
+            if len(shared) <= django_settings.MEMORY_EDGES_SHARED_PERSON_LIMIT:
+                assert got_shared == {memory_id: float(count) for memory_id, count in shared.items()}
+            else:
+                assert set(got_shared) <= set(shared)
+
+
+@pytest.fixture(params=["exact", "index"])
+def vector_path(request, monkeypatch):
+    """Both vector paths: exact search, and the HNSW iterative scan with the gate inside."""
+    if request.param == "index":
+        monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+        monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    return request.param
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=world_spec, query=query_spec)
+def test_agent_selectors_agree_with_the_reference_policy(vector_path, spec, query):
+    # One savepoint per example, rolled back: every example starts from an empty world.
+    try:
+        with transaction.atomic():
+            check_world(spec, query)
+            raise _Rollback
+    except _Rollback:
+        pass
