@@ -59,17 +59,18 @@ class MemoryForm(forms.Form):
 
     # Shown once under the kind and sensitivity pickers (too long for a narrow column each).
     work_it_out_help = (
-        "“Work it out” reads the text: the kind from words like “remind me” (task), “loves” (preference), "
-        "“is my sister” (relationship), “went to” (event), otherwise knowledge; sensitive when it mentions "
-        "health, money, legal matters, a break-up or passwords, otherwise personal. "
-        "Your own choice always wins. Kinds shown with days leave your agents' view that long "
-        "after the memory's date; you keep them."
+        "“Work it out” guesses from your words: “remind me” makes a task, “loves” a preference, "
+        "“went to” an event, otherwise knowledge; health, money, legal matters, a break-up or "
+        "passwords make it sensitive. Your own choice wins. Kinds with days leave your agents' "
+        "view that long after the memory's date; you keep them."
     )
 
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["source_person"].queryset = _owner_people(owner)
         # Short-lived kinds say how long agents may use them (settings.MEMORY_KIND_LIFETIMES).
+        for name in ("kind", "sensitivity"):
+            self.fields[name].widget.attrs["aria-describedby"] = "work-it-out-help"
         lifetimes = kind_lifetimes()
         self.fields["kind"].choices = [
             (WORK_IT_OUT, "Work it out"),

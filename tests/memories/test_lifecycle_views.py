@@ -75,8 +75,8 @@ def test_quick_add_offers_work_it_out_first_and_selected(alice_client):
         select = html[html.index(f'name="{name}"') :]
         select = select[: select.index("</select>")]
         assert select[select.index("<option") :].startswith('<option value="" selected>Work it out</option>')
-    assert "the kind from words like “remind me” (task), “loves” (preference)" in html
-    assert "sensitive when it mentions health, money, legal matters" in html
+    assert "“remind me” makes a task, “loves” a preference" in html
+    assert "health, money, legal matters, a break-up or passwords make it sensitive" in html
     # Short-lived kinds say how long agents may use them.
     assert ">Event (30 days)</option>" in html and ">Knowledge</option>" in html
 
@@ -123,7 +123,7 @@ def test_editing_back_to_work_it_out_infers_again(alice_client, alice):
     )
     edit_page = alice_client.get(reverse("memory_edit", args=[memory.pk])).content.decode()
     assert '<option value="knowledge" selected>Knowledge</option>' in edit_page
-    assert "“Work it out” reads the text" in edit_page
+    assert "“Work it out” guesses from your words" in edit_page
     data = quick_add_data(body="Need to renew my passport", kind="", sensitivity="")
     assert alice_client.post(reverse("memory_edit", args=[memory.pk]), data).status_code == 302
     memory.refresh_from_db()
