@@ -345,7 +345,7 @@ def memory_edit(request: HttpRequest, memory_id) -> HttpResponse:
     if request.method == "POST":
         saved, form, participants = _save_memory(request, memory=memory)
         if saved is not None:
-            messages.success(request, "Memory saved.")
+            messages.success(request, _saved_message(form, saved))
             return redirect("memory_detail", memory_id=memory.pk)
     else:
         form = MemoryForm(initial=MemoryForm.initial_for(memory), owner=request.user)

@@ -125,7 +125,8 @@ def test_editing_back_to_work_it_out_infers_again(alice_client, alice):
     assert '<option value="knowledge" selected>Knowledge</option>' in edit_page
     assert "“Work it out” guesses from your words" in edit_page
     data = quick_add_data(body="Need to renew my passport", kind="", sensitivity="")
-    assert alice_client.post(reverse("memory_edit", args=[memory.pk]), data).status_code == 302
+    response = alice_client.post(reverse("memory_edit", args=[memory.pk]), data, follow=True)
+    assert "Worked out from the text — kind: task, sensitivity: personal." in response.content.decode()
     memory.refresh_from_db()
     assert (memory.kind, memory.sensitivity) == ("task", "personal")
 
