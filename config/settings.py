@@ -169,6 +169,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "inter
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+# Lets a test worker (tests/memories/test_worker.py) keep to a queue of its own.
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 
 # --- Embeddings and edges (memories/tasks.py) --------------------------------
 # Outgoing `similar` edges per memory, and the cosine similarity they need.
