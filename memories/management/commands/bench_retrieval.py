@@ -103,11 +103,12 @@ def _seed_owner(
         with transaction.atomic(), raw.cursor() as cursor:
             with cursor.copy(
                 "COPY memories_memory (id, owner_id, title, body, occurred_at, created_at, updated_at, "
-                "kind, sensitivity, embedding, embedding_model, embedded_at) FROM STDIN WITH (FORMAT BINARY)"
+                "kind, sensitivity, embedding, embedding_model, embedded_at, edges_computed_at) "
+                "FROM STDIN WITH (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(
                     ["uuid", "int4", "varchar", "text", "timestamptz", "timestamptz", "timestamptz"]
-                    + ["varchar", "varchar", "vector", "varchar", "timestamptz"]
+                    + ["varchar", "varchar", "vector", "varchar", "timestamptz", "timestamptz"]
                 )
                 for row in range(count):
                     text = [VOCABULARY[word] for word in words[row]]
@@ -125,6 +126,9 @@ def _seed_owner(
                             "personal",
                             vectors[row],
                             "bench-random",
+                            now,
+                            # No edges on purpose: marked computed so the workers' sweep
+                            # does not queue 100k edge jobs for synthetic data.
                             now,
                         )
                     )
