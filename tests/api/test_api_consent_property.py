@@ -45,13 +45,13 @@ memory_spec = st.fixed_dictionaries(
         "source": st.none() | st.integers(0, 5),
         "vector_seed": st.none() | st.integers(0, 1000),
         "expiry": st.sampled_from([None, None, "past", "future"]),
-        "superseded_by": st.none() | st.integers(0, 7),
+        "superseded_by": st.none() | st.integers(0, 5),
     }
 )
 world_spec = st.fixed_dictionaries(
     {
         "people": st.lists(st.sampled_from(STATUSES), min_size=1, max_size=6),
-        "memories": st.lists(memory_spec, min_size=1, max_size=8),
+        "memories": st.lists(memory_spec, min_size=1, max_size=6),
         "query": st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=2),
         "flip": st.tuples(st.integers(0, 5), st.sampled_from(STATUSES)),
     }
@@ -122,7 +122,7 @@ def _build(spec: dict):
 
 
 def _check_agent_sees_only_what_the_oracle_allows(
-    api: ApiClient, oracle: OracleWorld, query: list[str]
+    api: ApiClient, oracle: OracleWorld, query: list[str] | None
 ) -> None:
     now = timezone.now()
     allowed = set(oracle.visible("alice", respect_consent=True, now=now))
@@ -148,6 +148,8 @@ def _check_agent_sees_only_what_the_oracle_allows(
             embedded = {m for m in allowed - {memory_id} if oracle.memories[m].embedding is not None}
             assert returned == embedded
 
+    if query is None:
+        return
     found = api.get(
         "/api/v1/memories/search/", {"q": " ".join(query), "limit": 50, "respect_consent": "false"}
     )
@@ -165,7 +167,9 @@ def test_agent_token_never_receives_a_memory_the_policy_forbids(db, spec) -> Non
     with transaction.atomic():
         alice, people, oracle, api = _build(spec)
 
-        _check_agent_sees_only_what_the_oracle_allows(api, oracle, spec["query"])
+        # Search embeds its query with the real model (slow on a busy CPU): searched once per
+        # world, after the consent change, where a stale answer would show.
+        _check_agent_sees_only_what_the_oracle_allows(api, oracle, None)
 
         # Consent changes apply to the very next request.
         person_index, status = spec["flip"]
