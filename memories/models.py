@@ -172,3 +172,47 @@ class SupersessionProposal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.newer_id} may replace {self.older_id} ({self.status})"
+
+
+class MemoryGate(models.Model):
+    """How many things stop agents from seeing a memory, kept exact by database triggers.
+
+    `blocked_count` = participants whose person is not positively `granted` (a
+    missing person row counts) + 1 if the source person is set and not granted.
+    Written ONLY by the triggers of migration 0004 (never by Python code): they
+    recompute the count whenever participants, a person's consent, or a memory's
+    source person change, in the same transaction.
+
+    It is a hint for choosing a search strategy, never the consent gate itself:
+    retrieval.agent_visible_memories (NOT EXISTS in SQL) still filters every agent
+    result. If this count were ever wrong, a search could only return too little.
+
+    A table of its own rather than a column on Memory: a consent change rewrites
+    the count of every memory the person is in, and rewriting memory rows (wide,
+    HNSW-indexed) would re-insert each one into the vector index.
+    """
+
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, primary_key=True, related_name="gate")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    blocked_count = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            # The memories of an owner nothing blocks: counted (index-only) to pick a
+            # strategy, and scanned as the candidate set for exact gated search.
+            models.Index(
+                fields=["owner"],
+                include=["memory"],
+                condition=models.Q(blocked_count=0),
+                name="memory_gate_open_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id}: {self.blocked_count} blocking"

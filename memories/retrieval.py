@@ -107,8 +107,14 @@ def _owner_id(owner: AbstractBaseUser | int) -> int:
 def agent_visible_memories(owner: AbstractBaseUser | int) -> QuerySet[Memory]:
     """The owner's memories an agent may see. THE consent gate; every agent path uses it."""
     owner_id = _owner_id(owner)
-    ungranted_participant = MemoryParticipant.objects.filter(memory_id=OuterRef("pk")).exclude(
-        person__consent_status=ConsentStatus.GRANTED
+    # Fail closed: a participant blocks unless its person row is positively known
+    # to have granted consent. Written as NOT EXISTS(granted person) rather than a
+    # JOIN to people filtered on "not granted": with a JOIN, a participant whose
+    # person row is missing (FK checks bypassed by raw SQL) would drop out of the
+    # join and the memory would show.
+    granted_person = Person.objects.filter(pk=OuterRef("person_id"), consent_status=ConsentStatus.GRANTED)
+    ungranted_participant = MemoryParticipant.objects.filter(
+        ~Exists(granted_person), memory_id=OuterRef("pk")
     )
     granted_source = Person.objects.filter(
         pk=OuterRef("source_person_id"), consent_status=ConsentStatus.GRANTED
