@@ -12,7 +12,6 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Count, F, Q, Subquery
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
 from memories.models import (
@@ -329,25 +328,22 @@ def memory_embed_batch(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
 
 
 def _similar_targets(*, memory_id: uuid.UUID, owner_id: int, embedding) -> list[tuple[uuid.UUID, float]]:
-    limit = settings.MEMORY_EDGES_SIMILAR_LIMIT
-    with connection.cursor() as cursor:
-        # The owner filter is applied after the HNSW scan: an iterative scan keeps
-        # going until `limit` rows of this owner are found (re-sorted below).
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %s, true)",
-            [str(max(40, 2 * limit))],
-        )
-    nearest = (
-        Memory.objects.filter(owner_id=owner_id, embedding__isnull=False)
-        .exclude(id=memory_id)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by("distance")
-        .values_list("id", "distance")[:limit]
+    # The owner's own (ungated) neighbours, through the one vector-search path:
+    # it searches exactly for small journals and iteratively over HNSW for large
+    # ones, so dead index entries or other owners' rows cannot starve the list.
+    from memories.retrieval import memory_similar
+
+    hits = memory_similar(
+        Memory(pk=memory_id, owner_id=owner_id),
+        respect_consent=False,
+        limit=settings.MEMORY_EDGES_SIMILAR_LIMIT,
     )
-    similar = sorted((distance, target_id) for target_id, distance in nearest)
     minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
-    return [(target_id, 1.0 - distance) for distance, target_id in similar if 1.0 - distance >= minimum]
+    return [
+        (hit.memory.pk, hit.similarity)
+        for hit in hits
+        if hit.similarity is not None and hit.similarity >= minimum
+    ]
 
 
 def _shared_person_targets(*, memory_id: uuid.UUID, owner_id: int) -> list[tuple[uuid.UUID, float]]:
