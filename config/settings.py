@@ -224,12 +224,18 @@ LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
 # How many consent-gated memories one chat turn hands to the agent.
 AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 
+# --- Import (portability/) ----------------------------------------------------
+# Largest import file accepted (bytes, also checked after unzipping).
+KEEPSAKE_IMPORT_MAX_BYTES = env.int("KEEPSAKE_IMPORT_MAX_BYTES", default=50 * 1024 * 1024)
+
 # --- Logging ----------------------------------------------------------------
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    # Django's own default config also prints to the console: log each line once.
+    "loggers": {"django": {"handlers": ["console"], "level": "INFO", "propagate": False}},
 }
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

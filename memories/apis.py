@@ -8,6 +8,8 @@ gate answers 404 exactly like one that does not exist, and nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_field
@@ -19,6 +21,8 @@ from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
+from agents.models import AccessSurface
+from agents.services import access_log_record
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
 from memories.retrieval import agent_visible_memories, memory_search, memory_similar
 from memories.selectors import MemoryFilters, memory_apply_filters, memory_get, memory_list
@@ -128,6 +132,13 @@ def _source_person(request: Request, person_id) -> Person | None:
     return person
 
 
+def _log_agent_access(request: Request, memories: Iterable[Memory]) -> None:
+    """Every memory handed to an agent token is recorded ("who has seen this")."""
+    agent = request_agent(request)
+    if agent is not None:
+        access_log_record(owner=request.user, memories=memories, surface=AccessSurface.API, agent=agent)
+
+
 def _respect_consent(request: Request, requested: bool) -> bool:
     """Agents are always gated, whatever they ask for; owners choose."""
     return True if request_agent(request) is not None else requested
@@ -223,7 +234,8 @@ class MemoryListApi(APIView):
             memories = _agent_memories(request, filters).order_by("-occurred_at", "-created_at")
         limit, offset = data["limit"], data["offset"]
         count = memories.count()
-        page = memories[offset : offset + limit]
+        page = list(memories[offset : offset + limit])
+        _log_agent_access(request, page)
         url = request.build_absolute_uri()
         next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
         previous_url = None
@@ -288,7 +300,9 @@ class MemoryDetailApi(APIView):
         responses={200: MemoryOutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, memory_id) -> Response:
-        return Response(MemoryOutputSerializer(_visible_memory(request, memory_id)).data)
+        memory = _visible_memory(request, memory_id)
+        _log_agent_access(request, [memory])
+        return Response(MemoryOutputSerializer(memory).data)
 
     def _update(self, request: Request, memory_id, *, partial: bool) -> Response:
         memory = memory_get(owner=request.user, memory_id=memory_id)
@@ -376,6 +390,7 @@ class MemorySearchApi(APIView):
             respect_consent=respect_consent,
             limit=params.validated_data["limit"],
         )
+        _log_agent_access(request, [hit.memory for hit in hits])
         return Response({"results": _search_results(hits), "consent_gated": respect_consent})
 
 
@@ -393,4 +408,5 @@ class MemorySimilarApi(APIView):
         params.is_valid(raise_exception=True)
         respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
         hits = memory_similar(memory, respect_consent=respect_consent, limit=params.validated_data["limit"])
+        _log_agent_access(request, [hit.memory for hit in hits])
         return Response({"results": _search_results(hits), "consent_gated": respect_consent})
