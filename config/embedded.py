@@ -260,28 +260,43 @@ def _manage(*args: str) -> None:
 
 def run() -> int:
     """Services, migrations, then web + worker + beat until Ctrl-C."""
+    stopping = False
+
+    def request_stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    # Ctrl-C reaches the whole process group: the children stop on their own,
+    # and this loop must not mistake that for a crash.
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
     started = start_services()
     children: list[subprocess.Popen] = []
     try:
         _manage("migrate", "--no-input")
         python = sys.executable
         host = os.environ.get("KEEPSAKE_HOST", "127.0.0.1:8000")
-        commands = [
-            [python, "manage.py", "runserver", host],
-            [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
-            [
+        commands = {
+            "web": [python, "manage.py", "runserver", host],
+            "worker": [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
+            "beat": [
                 python, "-m", "celery", "-A", "config", "beat", "-l", "info",
                 "--schedule", str(DATA_DIR / "celerybeat-schedule"),
             ],
-        ]  # fmt: skip
-        for command in commands:
+        }  # fmt: skip
+        names = list(commands)
+        for command in commands.values():
             children.append(subprocess.Popen(command, cwd=BASE_DIR))
         print(f"\nKeepsake is running at http://{host}/ — press Ctrl-C to stop.\n", flush=True)
-        while all(child.poll() is None for child in children):
+        while not stopping:
+            exited = [name for name, child in zip(names, children, strict=True) if child.poll() is not None]
+            if exited:
+                time.sleep(0.5)  # a Ctrl-C may be on its way to us too
+                if stopping:
+                    break
+                print(f"The {', '.join(exited)} process exited; stopping the others.", file=sys.stderr)
+                return 1
             time.sleep(0.5)
-        print("A process exited; stopping the others.", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
         return 0
     finally:
         for child in children:
@@ -318,7 +333,7 @@ def main(argv: list[str]) -> int:
         return 0
     if action == "status":
         address = postgres_address()
-        print(f"postgres: f'running (pid {address.pid})' if address else 'stopped'")
+        print("postgres: " + (f"running (pid {address.pid})" if address else "stopped"))
         print(f"valkey:   {'running' if valkey_running() else 'stopped'}")
         return 0
     if action == "run":

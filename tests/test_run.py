@@ -1,0 +1,71 @@
+"""`make run`'s supervisor: web, worker and beat come up together; Ctrl-C stops all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from config import embedded
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="exercises the embedded services")
+def test_run_serves_the_app_and_ctrl_c_stops_every_process():
+    port = _free_port()
+    environment = dict(os.environ)
+    environment["KEEPSAKE_HOST"] = f"127.0.0.1:{port}"
+    # Its own broker database: this worker must not take anyone else's tasks.
+    environment["REDIS_URL"] = embedded.valkey_url().rsplit("/", 1)[0] + "/11"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "config.embedded", "run"],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, like a terminal's
+    )
+    try:
+        status = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and status is None:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/accounts/login/", timeout=2
+                ) as response:
+                    status = response.status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200
+        children = psutil.Process(process.pid).children(recursive=True)
+        commands = [" ".join(child.cmdline()) for child in children]
+        assert any("runserver" in command for command in commands)
+        assert any("celery" in command and " worker" in command for command in commands)
+        assert any("celery" in command and " beat" in command for command in commands)
+
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output.decode(errors="replace")[-2000:]
+        assert b"Stopped." in output
+        assert not [child for child in children if child.is_running() and child.status() != "zombie"]
+        # The shared database server was already running: it is left running.
+        assert embedded.postgres_address() is not None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
