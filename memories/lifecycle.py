@@ -241,8 +241,8 @@ class KindGuess:
 def infer_kind(*, body: str, title: str = "") -> KindGuess:
     """Pick a kind from the text by the first matching rule; `knowledge` when none match.
 
-    Rules only. An LLM-based guess is not wired in: the project has no LLM
-    client yet (see README, "Kinds and lifetimes").
+    Rules only, so a save never waits on a network call. With an LLM configured,
+    the save also queues a second opinion (memories/kind_inference.py).
     """
     text = f"{title}\n{body}"
     for rule in KIND_RULES:

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q, Subquery
 from django.utils import timezone
 
+from memories.kind_inference import memory_request_kind_inference
 from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
 from memories.models import (
     EdgeKind,
@@ -79,8 +80,10 @@ def memory_create(
     """Save a memory and its participants in one transaction: all or nothing.
 
     A kind or sensitivity left as None is inferred from the text (memories/lifecycle.py);
-    text holding a secret is refused before anything is written.
+    text holding a secret is refused before anything is written. An inferred kind
+    may later be refined by the LLM (memories/kind_inference.py).
     """
+    kind_inferred = not kind
     kind, sensitivity = memory_resolve_kind_and_sensitivity(
         title=title, body=body, kind=kind, sensitivity=sensitivity
     )
@@ -101,6 +104,8 @@ def memory_create(
         MemoryParticipant(memory=memory, person=spec.person, role=spec.role) for spec in specs
     )
     _request_refresh(memory_id=memory.pk, text_changed=True)
+    if kind_inferred:
+        memory_request_kind_inference(memory=memory)
     return memory
 
 
@@ -120,8 +125,12 @@ def memory_update(
     source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] | None = None,
 ) -> Memory:
-    """Edit a memory; when `participants` is given it replaces the whole set."""
+    """Edit a memory; when `participants` is given it replaces the whole set.
+
+    A kind left as None is inferred again (and may be refined by the LLM, as on create).
+    """
     owner = memory.owner
+    kind_inferred = not kind
     kind, sensitivity = memory_resolve_kind_and_sensitivity(
         title=title, body=body, kind=kind, sensitivity=sensitivity
     )
@@ -160,6 +169,8 @@ def memory_update(
         )
     if text_changed or specs is not None:
         _request_refresh(memory_id=memory.pk, text_changed=text_changed)
+    if kind_inferred:
+        memory_request_kind_inference(memory=memory)
     return memory
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from celery import Task, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from memories import lifecycle, services, supersession
+from memories import kind_inference, lifecycle, services, supersession
 
 logger = logging.getLogger(__name__)
 
@@ -121,3 +121,15 @@ def supersession_sweep() -> int:
             expires=settings.SUPERSESSION_SWEEP_INTERVAL * 2,
         )
     return len(memory_ids)
+
+
+@shared_task(name="memories.infer_kind_with_llm", soft_time_limit=300, time_limit=330, **RETRY_OPTIONS)
+def infer_kind_with_llm(memory_id: str, saved_at: str) -> str | None:
+    """Ask the LLM for the kind the rules inferred at the save stamped `saved_at`; store it if unchanged.
+
+    LLM failures are not retried: the rules' kind is a fine answer. The time limit
+    is a backstop; LLM_TIMEOUT bounds each wait on the server.
+    """
+    return kind_inference.memory_apply_llm_kind(
+        memory_id=uuid.UUID(memory_id), saved_at=datetime.fromisoformat(saved_at)
+    )
