@@ -290,9 +290,12 @@ def check_world(spec: dict, query: dict) -> None:
                 assert set(got_shared) <= set(shared)
 
 
-@pytest.fixture(params=["exact", "index"])
+@pytest.fixture(params=["candidates", "exact", "index"])
 def vector_path(request, monkeypatch):
-    """Both vector paths: exact search, and the HNSW iterative scan with the gate inside."""
+    """Every vector path: exact search over the memories the maintained gate count
+    calls open, exact search, and the HNSW iterative scan; the gate is inside all three."""
+    if request.param != "candidates":
+        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     if request.param == "index":
         monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
         monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)

@@ -254,3 +254,39 @@ def test_counts_stay_exact_under_any_sequence_of_changes(statuses, operations):
         )
         assert set(agent_visible_memories(owner).values_list("pk", flat=True)) == open_ids
         transaction.set_rollback(True)
+
+
+# --- the count is a hint: a wrong count can make a result smaller, never leak -------------
+
+
+def _force_count(memory: Memory, value: int) -> None:
+    # Written behind the triggers' back, as a bug or a manual edit might.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories_memorygate SET blocked_count = %s WHERE memory_id = %s", [value, memory.pk]
+        )
+
+
+def _agent_search(owner) -> list:
+    hits = memory_search(owner, "lantern", respect_consent=True, query_embedding=[1.0] + [0.0] * 383)
+    return [hit.memory.pk for hit in hits]
+
+
+def test_a_count_too_low_does_not_show_a_blocked_memory(alice):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    secret = memory_create(owner=alice, body="a lantern for Bob", participants=[ParticipantSpec(person=bob)])
+    Memory.objects.filter(pk=secret.pk).update(embedding=[1.0] + [0.0] * 383)
+    _force_count(secret, 0)
+
+    assert secret.pk not in _agent_search(alice)
+    assert _agent_search(alice) == []
+
+
+def test_a_count_too_high_only_makes_the_result_smaller(alice):
+    shown = memory_create(owner=alice, body="a lantern on the porch")
+    Memory.objects.filter(pk=shown.pk).update(embedding=[1.0] + [0.0] * 383)
+    assert _agent_search(alice) == [shown.pk]
+
+    _force_count(shown, 1)
+
+    assert _agent_search(alice) == []

@@ -64,9 +64,13 @@ def owner_ids(owner, query: str = QUERY, **options) -> list:
     return [hit.memory.pk for hit in memory_search(owner, query, respect_consent=False, **options)]
 
 
-@pytest.fixture(params=["exact", "index"])
+@pytest.fixture(params=["candidates", "exact", "index"])
 def strategy(request, monkeypatch):
-    """Run a test through both vector paths: exact search, and the HNSW iterative scan."""
+    """Run a test through every vector path: exact search over the memories the
+    maintained gate count calls open, exact search over the owner's memories, and
+    the HNSW iterative scan. The gate in SQL filters all three."""
+    if request.param != "candidates":
+        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     if request.param == "index":
         monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
         monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
