@@ -4,10 +4,11 @@ The consent gate lives here and nowhere else. `agent_visible_memories(owner)` is
 the gate: a queryset whose SQL keeps only memories that
 
 - belong to the owner,
-- have no participant whose consent is not `granted` (a `NOT EXISTS` over
-  memories_memoryparticipant joined to people_person), and whose source person,
-  when one is recorded, has granted consent too (fail closed: "who told me" is a
-  participant in all but name),
+- have no participant that is not positively known to have granted consent
+  (`NOT EXISTS` a participant for which `NOT EXISTS` a granted person row: a
+  participant whose person row is missing blocks too, fail closed), and whose
+  source person, when one is recorded, has granted consent too ("who told me" is
+  a participant in all but name),
 - have not expired (`expires_at <= now()`) and have not been superseded.
 
 Every agent-facing read (`respect_consent=True`) starts from that queryset, so
@@ -22,7 +23,10 @@ plus PostgreSQL full text (`search_vector`, 'english'), fused with reciprocal
 rank fusion. Memories not yet embedded are found by full text alone.
 
 How the vector side stays fast and exact enough is explained at
-`_nearest_neighbours`; `python manage.py bench_retrieval` measures it.
+`_nearest_neighbours`; `python manage.py bench_retrieval` measures it. Agent
+searches first consult MemoryGate.blocked_count, a per-memory count of blocking
+people kept exact by database triggers, to pick a strategy; it is never the gate
+(see "the maintained gate count" below for why a wrong count cannot leak).
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def _bench_user(username: str):
 
 
 def _seed_owner(
-    *, username: str, memory_count: int, rng: np.random.Generator, distribution: str, out
+    *, bulk: _BulkLoad, username: str, memory_count: int, rng: np.random.Generator, distribution: str, out
 ) -> SeededOwner:
     user = _bench_user(username)
     people = list(
@@ -105,19 +105,20 @@ def _seed_owner(
     raw = connection.connection
     register_vector(raw)
     started = time.perf_counter()
-    with _hnsw_rebuilt_after(memory_count >= REBUILD_INDEX_FROM, out):
-        _copy_memories(
-            raw=raw,
-            user=user,
-            people=people,
-            memory_count=memory_count,
-            rng=rng,
-            centroids=centroids,
-            now=now,
-            started=started,
-            username=username,
-            out=out,
-        )
+    if memory_count >= REBUILD_INDEX_FROM:
+        bulk.drop_index()
+    _copy_memories(
+        raw=raw,
+        user=user,
+        people=people,
+        memory_count=memory_count,
+        rng=rng,
+        centroids=centroids,
+        now=now,
+        started=started,
+        username=username,
+        out=out,
+    )
     with connection.cursor() as cursor:
         # What autovacuum would do soon anyway: statistics for the planner and the
         # visibility map that lets the owner-size check be an index-only scan.
@@ -132,14 +133,17 @@ def _seed_owner(
     return SeededOwner(user.pk, [person.pk for person in people], memory_count)
 
 
-class _hnsw_rebuilt_after:
-    """Drop the HNSW index for a bulk load and build it again afterwards (even on error)."""
+class _BulkLoad:
+    """Drops the HNSW index before the first large load and builds it once at the end (even on error)."""
 
-    def __init__(self, enabled: bool, out) -> None:
-        self.enabled, self.out, self.definition = enabled, out, None
+    def __init__(self, out) -> None:
+        self.out, self.definition = out, None
 
-    def __enter__(self) -> None:
-        if not self.enabled:
+    def __enter__(self) -> _BulkLoad:
+        return self
+
+    def drop_index(self) -> None:
+        if self.definition is not None:
             return
         with connection.cursor() as cursor:
             cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [HNSW_INDEX])
@@ -159,6 +163,7 @@ class _hnsw_rebuilt_after:
             cursor.execute("SET maintenance_work_mem = '1GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 1")
             cursor.execute(self.definition)
+            cursor.execute("VACUUM ANALYZE memories_memory")
         self.out.write(f"  rebuilt {HNSW_INDEX} in {time.perf_counter() - started:.0f} s")
 
 
@@ -274,6 +279,11 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=10, help="k of top-k")
         parser.add_argument("--other-owners", type=int, default=0, help="other owners sharing the index")
         parser.add_argument("--other-memories", type=int, default=0, help="memories of each other owner")
+        parser.add_argument(
+            "--owner",
+            default="",
+            help="name the measured owner bench_retrieval_<OWNER> (keeps other bench owners' data)",
+        )
         parser.add_argument("--distribution", choices=["clustered", "uniform"], default="clustered")
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument(
@@ -304,22 +314,25 @@ class Command(BaseCommand):
         rng = np.random.default_rng(options["seed"])
         distribution, limit = options["distribution"], options["limit"]
         self.stdout.write("Seeding (reused when already there)…")
-        seeded = _seed_owner(
-            username=BENCH_USERNAME,
-            memory_count=options["memories"],
-            rng=rng,
-            distribution=distribution,
-            out=self.stdout,
-        )
-        for index in range(options["other_owners"]):
-            if options["other_memories"]:
-                _seed_owner(
-                    username=OTHER_USERNAME.format(index=index),
-                    memory_count=options["other_memories"],
-                    rng=rng,
-                    distribution=distribution,
-                    out=self.stdout,
-                )
+        with _BulkLoad(self.stdout) as bulk:
+            seeded = _seed_owner(
+                bulk=bulk,
+                username=f"{BENCH_USERNAME}_{options['owner']}" if options["owner"] else BENCH_USERNAME,
+                memory_count=options["memories"],
+                rng=rng,
+                distribution=distribution,
+                out=self.stdout,
+            )
+            for index in range(options["other_owners"]):
+                if options["other_memories"]:
+                    _seed_owner(
+                        bulk=bulk,
+                        username=OTHER_USERNAME.format(index=index),
+                        memory_count=options["other_memories"],
+                        rng=rng,
+                        distribution=distribution,
+                        out=self.stdout,
+                    )
         queries = _queries(
             rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution=distribution
         )
