@@ -292,8 +292,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         if options["clean"]:
-            deleted = get_user_model().objects.filter(username__startswith=BENCH_USERNAME).delete()
-            self.stdout.write(f"Deleted bench data: {deleted[1]}")
+            self.stdout.write(f"Deleted bench data: {_delete_bench_owners(BENCH_USERNAME)}")
             return
         try:
             fractions = [float(part) for part in options["gated"].split(",") if part.strip()]
@@ -468,3 +467,16 @@ def _prewarm() -> str:
             cursor.execute("SELECT pg_prewarm(%s::regclass)", [relation])
             pages += cursor.fetchone()[0]
     return f"Prewarmed {pages} pages ({pages * 8 // 1024} MB) into shared buffers with pg_prewarm."
+
+
+def _delete_bench_owners(prefix: str) -> dict:
+    """Delete bench users whose name starts with `prefix`, memories first.
+
+    Deleting a user alone is refused: its people cascade, but a person still in a
+    memory is PROTECTed (deleting people must never silently unblock a memory).
+    """
+    users = get_user_model().objects.filter(username__startswith=prefix)
+    with transaction.atomic():
+        _, memories = Memory.objects.filter(owner__in=users).delete()
+        _, rest = users.delete()
+    return {**memories, **rest}
