@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person, PersonKind
@@ -131,14 +132,19 @@ class PersonInUse(Exception):
 
 @transaction.atomic
 def person_delete(*, person: Person) -> None:
-    """Delete a person who is in no memory.
+    """Delete a person who is in no memory, as a participant or as its source.
 
-    Dropping a participant silently would make the memory visible to agents
-    without that person's consent, so a person still in memories is refused.
+    Dropping a participant (or clearing a "told by") silently would make the
+    memory visible to agents without that person's consent, so a person still
+    in memories is refused.
     """
+    from memories.models import Memory
+
     if person.is_self:
         raise ValidationError("Your own entry (Self) cannot be deleted.")
-    memory_count = person.participations.count()
+    memory_count = (
+        Memory.objects.filter(Q(participants__person=person) | Q(source_person=person)).distinct().count()
+    )
     if memory_count:
         raise PersonInUse(person, memory_count)
     person.delete()

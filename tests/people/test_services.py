@@ -72,3 +72,24 @@ def test_person_in_no_memory_can_be_deleted(alice):
     person = person_create(owner=alice, display_name="Bob")
     person_delete(person=person)
     assert not Person.objects.filter(pk=person.pk).exists()
+
+
+def test_person_who_told_a_memory_cannot_be_deleted(alice):
+    """Clearing "told by" would open the memory to agents without their consent."""
+    teller = person_create(owner=alice, display_name="Tess")
+    memory = memory_create(owner=alice, body="Tess said the bakery is closing", source_person=teller)
+    with pytest.raises(PersonInUse) as excinfo:
+        person_delete(person=teller)
+    assert excinfo.value.memory_count == 1
+    memory.refresh_from_db()
+    assert memory.source_person == teller
+
+
+def test_person_counted_once_when_participant_and_source(alice):
+    bob = person_create(owner=alice, display_name="Bob")
+    memory_create(
+        owner=alice, body="Bob told me about his trip", source_person=bob, participants=[ParticipantSpec(bob)]
+    )
+    with pytest.raises(PersonInUse) as excinfo:
+        person_delete(person=bob)
+    assert excinfo.value.memory_count == 1
