@@ -119,6 +119,10 @@ class RelatedHit:
     kind: str
     weight: float
 
+    @property
+    def kind_label(self) -> str:
+        return EdgeKind(self.kind).label
+
 
 # --- the gate -----------------------------------------------------------------------
 

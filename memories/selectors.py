@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from memories.lifecycle import expired_q, memory_is_expired
-from memories.models import EdgeKind, Memory, MemoryEdge, MemoryParticipant
+from memories.models import Memory, MemoryParticipant
 from memories.supersession import memory_supersession_chain
 from people.models import ConsentStatus, Person
 
@@ -79,38 +79,6 @@ def memory_consent_blockers(memory: Memory) -> list[Person]:
         for participant in memory.participants.all()
         if participant.person.consent_status != ConsentStatus.GRANTED
     ]
-
-
-@dataclass(frozen=True)
-class RelatedMemory:
-    memory: Memory
-    kind: str
-    weight: float
-
-    @property
-    def kind_label(self) -> str:
-        return EdgeKind(self.kind).label
-
-
-def memory_related(*, memory: Memory, limit: int = 20) -> list[RelatedMemory]:
-    """Memories linked to this one by computed edges, either direction, strongest first.
-
-    Owner view only (not consent-gated): never hand this to an agent surface.
-    """
-    edges = (
-        MemoryEdge.objects.filter(owner_id=memory.owner_id)
-        .filter(Q(source=memory) | Q(target=memory))
-        .select_related("source", "target")
-        .order_by("-weight", "kind")
-    )
-    related: dict[object, RelatedMemory] = {}
-    for edge in edges:
-        other = edge.target if edge.source_id == memory.pk else edge.source
-        if other.pk not in related:
-            related[other.pk] = RelatedMemory(memory=other, kind=edge.kind, weight=edge.weight)
-        if len(related) >= limit:
-            break
-    return list(related.values())
 
 
 @dataclass(frozen=True)
