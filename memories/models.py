@@ -7,7 +7,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import HalfVectorField, HnswIndex, VectorField
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -201,6 +201,10 @@ class MemoryGate(models.Model):
         related_name="+",
     )
     blocked_count = models.IntegerField(default=0)
+    # The memory's embedding at half precision, copied by the same triggers. Rows
+    # nothing blocks form the partial HNSW index below: the vector index agents
+    # search, in which (by the count) every entry can pass the gate.
+    embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, editable=False)
 
     class Meta:
         indexes = [
@@ -211,7 +215,15 @@ class MemoryGate(models.Model):
                 include=["memory"],
                 condition=models.Q(blocked_count=0),
                 name="memory_gate_open_idx",
-            )
+            ),
+            HnswIndex(
+                fields=["embedding"],
+                condition=models.Q(blocked_count=0),
+                name="memory_gate_open_hnsw",
+                m=24,
+                ef_construction=128,
+                opclasses=["halfvec_cosine_ops"],
+            ),
         ]
 
     def __str__(self) -> str:

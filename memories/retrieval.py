@@ -55,6 +55,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
+from pgvector import HalfVector
 from pgvector.django import CosineDistance
 
 from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryGate, MemoryParticipant
@@ -80,8 +81,8 @@ EXACT_SEARCH_MAX_MEMORIES = 2_000
 # filters), owners up to this size get an exact search to fill LIMIT k. Above it
 # the exact pass would cost more than ~20 ms, so the index's answer stands.
 EXACT_FALLBACK_MAX_MEMORIES = 20_000
-# Measured at 100k memories (clustered vectors): ef_search 40 gives recall@10 of
-# ~0.85, 100 gives ~1.0 ungated and ~0.96 with 90% of memories gated.
+# The owner's index (all memories, full precision). Measured at 100k memories
+# (clustered vectors): ef_search 40 gives recall@10 of ~0.85, 100 gives ~1.0.
 ANN_EF_SEARCH = 100
 # relaxed_order returns rows only roughly by distance: fetch twice k, re-sort.
 ANN_OVERFETCH = 2
@@ -89,13 +90,26 @@ ANN_OVERFETCH = 2
 # only drains the candidates it already holds, so a query nothing can satisfy
 # ends instead of walking the whole graph (default 20,000).
 ANN_MAX_SCAN_TUPLES = 2_000
+# The agents' index (memories nothing blocks, half precision; m=24,
+# ef_construction=128). When few of an owner's memories are open, an agent's ten
+# nearest include memories barely related to the query: near-ties that a narrow
+# search misses, so the search widens. Measured at 100k memories, 90% gated (10k
+# open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997. With many
+# open, 100 is enough (recall ~1.0 at 20k open and more).
+OPEN_ANN_EF_SEARCH = 100
+OPEN_ANN_SPARSE_EF_SEARCH = 200
+# "Few open": at most this many (counted on the open-gate index, ~1.5 ms).
+OPEN_ANN_SPARSE_MAX = 15_000
+OPEN_ANN_MAX_SCAN_TUPLES = 6_000
 # Agent searches first ask the maintained gate count (MemoryGate, a hint) how many
 # of the owner's memories nothing blocks. None: answer at once. Up to this many:
-# exact search over just those (about 8 µs each here, index lookups in id order
-# plus the gate; ~8 ms for 1,000, measured by bench_retrieval --gated 0.99).
-# More: the HNSW path, which at 100k memories costs about the same whatever the
-# gated fraction, while exact search over 10,000 candidates costs ~80 ms.
-EXACT_CANDIDATES_MAX = 1_000
+# exact search over just those, ranked on the gate table's half-precision copies
+# (a narrow table, ~0.7 µs per memory) and re-ranked at full precision. More:
+# the agents' HNSW index.
+EXACT_CANDIDATES_MAX = 2_000
+# How many of the nearest open memories (by the half-precision copy) the exact
+# path re-ranks at full precision and passes through the gate, per result asked.
+EXACT_CANDIDATES_OVERFETCH = 4
 
 
 @dataclass(frozen=True)
@@ -190,32 +204,105 @@ def _exact_neighbours(
     return list(rows)
 
 
-def _approximate_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], fetch: int
-) -> list[tuple[uuid.UUID, float]]:
+def _set_hnsw(*, ef_search: int, max_scan_tuples: int) -> None:
     # One round trip for the three settings (each costs ~0.2 ms on its own).
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
-            [str(max(fetch, ANN_EF_SEARCH)), str(ANN_MAX_SCAN_TUPLES)],
+            [str(ef_search), str(max_scan_tuples)],
         )
+
+
+def _by_distance(rows) -> list[tuple[uuid.UUID, float]]:
+    # relaxed_order and half-precision ranking hand rows back only roughly by
+    # distance: re-sort on the full-precision distance.
+    return sorted(rows, key=lambda row: (row[1], row[0]))
+
+
+def _approximate_neighbours(
+    scope: QuerySet[Memory], embedding: Sequence[float], fetch: int
+) -> list[tuple[uuid.UUID, float]]:
+    """The owner's path: HNSW over all memories (memory_embedding_hnsw)."""
+    _set_hnsw(ef_search=max(fetch, ANN_EF_SEARCH), max_scan_tuples=ANN_MAX_SCAN_TUPLES)
     rows = (
         scope.filter(embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", embedding))
         .order_by("distance")
         .values_list("pk", "distance")[:fetch]
     )
-    # relaxed_order hands rows back only roughly by distance: re-sort.
-    return sorted(rows, key=lambda row: (row[1], row[0]))
+    return _by_distance(rows)
+
+
+def _open_index_neighbours(
+    scope: QuerySet[Memory], embedding: Sequence[float], *, owner_id: int, fetch: int, ef_search: int
+) -> list[tuple[uuid.UUID, float]]:
+    """The agents' path: HNSW over the gate rows nothing blocks (memory_gate_open_hnsw).
+
+    Joined to `scope`, so the gate and filters still decide; ordered by the
+    half-precision copy, returned with the full-precision distance.
+    """
+    _set_hnsw(ef_search=max(fetch, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
+    rows = (
+        scope.filter(
+            embedding__isnull=False,
+            gate__owner_id=owner_id,
+            gate__blocked_count=0,
+            gate__embedding__isnull=False,
+        )
+        .annotate(
+            approximate=CosineDistance("gate__embedding", HalfVector(embedding)),
+            distance=CosineDistance("embedding", embedding),
+        )
+        .order_by("approximate")
+        .values_list("pk", "distance")[:fetch]
+    )
+    return _by_distance(rows)
+
+
+def _open_candidates_neighbours(
+    scope: QuerySet[Memory], embedding: Sequence[float], *, owner_id: int, limit: int, open_count: int
+) -> list[tuple[uuid.UUID, float]]:
+    """Exact search among the (few) memories the count calls open.
+
+    Ranks the owner's open gate rows by their half-precision copies (a sort, not
+    the index: +0), takes the nearest few per result asked, and lets `scope`
+    (the gate, the filters) and the full-precision distance decide among them.
+    When the gate or the filters leave fewer than `limit` of those and there were
+    more open memories than candidates, exact search over all of them instead.
+    """
+    fetch = limit * EXACT_CANDIDATES_OVERFETCH
+    candidates = (
+        MemoryGate.objects.filter(owner_id=owner_id, blocked_count=0, embedding__isnull=False)
+        .annotate(approximate=CosineDistance("embedding", HalfVector(embedding)))
+        .order_by(F("approximate") + Value(0.0, output_field=FloatField()), "memory_id")
+        .values("memory_id")[:fetch]
+    )
+    # +0 here too: "ORDER BY distance LIMIT k" alone could be handed to the HNSW
+    # index of all memories (its nearest few over every owner, then filtered to
+    # these candidates: too few), whenever the statistics make that look cheap.
+    rows = list(
+        scope.filter(pk__in=candidates, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", embedding))
+        .order_by(F("distance") + Value(0.0, output_field=FloatField()), "pk")
+        .values_list("pk", "distance")[:limit]
+    )
+    if len(rows) < limit and open_count > fetch:
+        return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
+    return rows
 
 
 def _owner_has_more_than(owner_id: int, count: int) -> bool:
     # Counts the owner's memories on the owner_id index alone (index-only scan, at
     # most count + 1 entries): a cheap size test that ignores the gate on purpose,
-    # since evaluating the gate is the expensive part. order_by(): Memory's default
-    # ordering would turn it into a sort with heap fetches (~5 ms at 100k memories).
-    return Memory.objects.filter(owner_id=owner_id).order_by().values("owner_id")[: count + 1].count() > count
+    # since evaluating the gate is the expensive part. Plain SQL: the ORM's sliced
+    # count costs more to build than to run.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {Memory._meta.db_table} WHERE owner_id = %s LIMIT %s) mine",
+            [owner_id, count + 1],
+        )
+        return cursor.fetchone()[0] > count
 
 
 # --- the maintained gate count: a hint for choosing the strategy, never the gate ------
@@ -231,21 +318,28 @@ def _owner_has_more_than(owner_id: int, count: int) -> bool:
 # Never a leak, in either direction.
 
 
+def _open_count(owner_id: int) -> int:
+    """The owner's open memories, counted as far as the strategy needs (see _nearest_neighbours)."""
+    return _count_open_memories(owner_id, max(EXACT_CANDIDATES_MAX, OPEN_ANN_SPARSE_MAX))
+
+
 def _count_open_memories(owner_id: int, cap: int) -> int:
     """How many of the owner's memories nothing blocks (per the hint), counting at most cap + 1.
 
-    An index-only scan of memory_gate_open_idx that stops after cap + 1 entries.
-    Callers pass a cap in the hundreds or more, never 0: for LIMIT 1 the planner
-    may bet that a sequential scan finds a match at once when other owners have
-    many open memories, and lose the bet when this owner has none (~12 ms at
-    200k memories, measured); for LIMIT ~1,000 the index wins clearly.
+    An index-only scan of memory_gate_open_idx that stops after cap + 1 entries
+    (~0.2 ms for 2,000, ~2 ms for 20,000 here). With a cap of 0 (LIMIT 1) the
+    planner may bet that a sequential scan finds a match at once when other
+    owners have many open memories, and lose the bet when this owner has none
+    (~12 ms at 200k memories, measured); with caps in the thousands the index
+    wins clearly.
     """
-    return (
-        MemoryGate.objects.filter(owner_id=owner_id, blocked_count=0)
-        .order_by()
-        .values("memory_id")[: cap + 1]
-        .count()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {MemoryGate._meta.db_table} "
+            "WHERE owner_id = %s AND blocked_count = 0 LIMIT %s) open",
+            [owner_id, cap + 1],
+        )
+        return cursor.fetchone()[0]
 
 
 def _among_open_memories(scope: QuerySet[Memory], owner_id: int) -> QuerySet[Memory]:
@@ -266,41 +360,69 @@ def _among_open_memories(scope: QuerySet[Memory], owner_id: int) -> QuerySet[Mem
 
 
 def _nearest_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], *, owner_id: int, limit: int, gated: bool = False
+    scope: QuerySet[Memory],
+    embedding: Sequence[float],
+    *,
+    owner_id: int,
+    limit: int,
+    gated: bool = False,
+    open_count: int | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
     """The `limit` memories of `scope` nearest to `embedding`: [(id, cosine distance)].
 
     Must run inside a transaction (the hnsw.* settings are SET LOCAL). `scope` is
     an owner's scope (memory_scope), with the gate inside it for agents, who pass
-    gated=True so the maintained count can pick the strategy first:
+    gated=True so the maintained count can pick the strategy first (`open_count`:
+    _open_count(owner_id), when the caller has it already):
 
     - Nothing open per the count: no memory can pass, answer [] at once (the
-      zero-match case no longer walks the index to prove it).
-    - At most EXACT_CANDIDATES_MAX open: exact search over just those, gate and
-      filters in the WHERE clause. Exact, and independent of other owners' data.
+      zero-match case does not walk an index to prove it).
+    - At most EXACT_CANDIDATES_MAX open: exact search among just those
+      (_open_candidates_neighbours). Independent of other owners' data.
     - Small owner (<= EXACT_SEARCH_MAX_MEMORIES): exact search with the gate and
       filters in the WHERE clause. Exactly right, ~1 µs per memory, and independent
       of other owners' data.
-    - Otherwise: HNSW with an iterative relaxed-order scan, so rows removed by the
-      owner filter, the gate or the filters do not starve LIMIT k; ef_search and
-      max_scan_tuples bounded on purpose; over-fetch and re-sort.
-    - If that comes back short (matches too sparse for the bounded scan) and the
-      owner is at most EXACT_FALLBACK_MAX_MEMORIES, finish with exact search so
-      LIMIT k returns k whenever k matches exist. Larger owners keep the shorter
-      answer rather than pay a full exact scan per query; the benchmark reports
-      rows returned against rows asked.
+    - Otherwise HNSW with an iterative relaxed-order scan, over-fetch and re-sort:
+      for agents the index of open memories (nearly every entry it yields passes
+      the gate, however much of the journal is gated), for the owner the index of
+      all memories. ef_search and max_scan_tuples bounded on purpose.
+    - If that comes back short (matches too sparse for the bounded scan, e.g. a
+      narrow filter) and at most EXACT_FALLBACK_MAX_MEMORIES memories are in play
+      (open ones for agents), finish with exact search so LIMIT k returns k
+      whenever k matches exist. Beyond that the shorter answer stands rather than
+      pay a full exact scan per query; the benchmark reports rows against asked.
     """
     if gated:
-        open_count = _count_open_memories(owner_id, EXACT_CANDIDATES_MAX)
+        if open_count is None:
+            open_count = _open_count(owner_id)
         if open_count == 0:
             return []
         if open_count <= EXACT_CANDIDATES_MAX:
-            return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
-    if not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES):
+            return _open_candidates_neighbours(
+                scope, embedding, owner_id=owner_id, limit=limit, open_count=open_count
+            )
+    # (For agents, more open memories than EXACT_SEARCH_MAX_MEMORIES already means
+    # a bigger owner: skip the size query.)
+    if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and not _owner_has_more_than(
+        owner_id, EXACT_SEARCH_MAX_MEMORIES
+    ):
         return _exact_neighbours(scope, embedding, limit)
+    if gated:
+        sparse = open_count <= OPEN_ANN_SPARSE_MAX
+        rows = _open_index_neighbours(
+            scope,
+            embedding,
+            owner_id=owner_id,
+            fetch=limit * ANN_OVERFETCH,
+            ef_search=OPEN_ANN_SPARSE_EF_SEARCH if sparse else OPEN_ANN_EF_SEARCH,
+        )[:limit]
+        fallback = EXACT_FALLBACK_MAX_MEMORIES
+        if len(rows) < limit and (sparse or _count_open_memories(owner_id, fallback) <= fallback):
+            return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
+        return rows
     rows = _approximate_neighbours(scope, embedding, limit * ANN_OVERFETCH)[:limit]
     if len(rows) < limit and not _owner_has_more_than(owner_id, EXACT_FALLBACK_MAX_MEMORIES):
-        return _exact_neighbours(_among_open_memories(scope, owner_id) if gated else scope, embedding, limit)
+        return _exact_neighbours(scope, embedding, limit)
     return rows
 
 
@@ -371,7 +493,8 @@ def memory_search(
     query = (query or "").strip()
     if not query:
         return []
-    if respect_consent and _count_open_memories(_owner_id(owner), EXACT_CANDIDATES_MAX) == 0:
+    open_count = _open_count(_owner_id(owner)) if respect_consent else None
+    if open_count == 0:
         # Per the maintained count nothing of this owner's can pass the gate: skip
         # both searches (and embedding the query). A hint only: see above.
         return []
@@ -381,7 +504,12 @@ def memory_search(
         scope = memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
         nearest = (
             _nearest_neighbours(
-                scope, embedding, owner_id=_owner_id(owner), limit=depth, gated=respect_consent
+                scope,
+                embedding,
+                owner_id=_owner_id(owner),
+                limit=depth,
+                gated=respect_consent,
+                open_count=open_count,
             )
             if embedding is not None
             else []

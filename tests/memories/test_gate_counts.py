@@ -1,6 +1,8 @@
 """The maintained gate count (memories_memorygate.blocked_count) and the fail-closed gate.
 
-The count is written only by database triggers (migration 0004). These tests
+The count, and the half-precision copy of the embedding beside it that feeds
+the agents' vector index, are written only by database triggers (migrations
+0004 and 0005). These tests
 change participants, consent, source people and memories through the services,
 the ORM and raw SQL, and compare every count with a recomputation in plain Python
 from the rows themselves. A separate test shows the gate hides a memory whose
@@ -9,6 +11,7 @@ participant has lost its person row (FK bypassed), and that the count agrees.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from django.db import connection
 from hypothesis import HealthCheck, given, settings
@@ -41,6 +44,32 @@ def stored_counts() -> dict:
 
 def assert_counts_exact() -> None:
     assert stored_counts() == expected_counts()
+
+
+def assert_copies_exact() -> None:
+    """Every gate row holds its memory's embedding at half precision, or NULL with it."""
+    copies = {
+        memory_id: None if copy is None else np.asarray(copy, dtype=np.float16)
+        for memory_id, copy in MemoryGate.objects.values_list("memory_id", "embedding")
+    }
+    originals = dict(Memory.objects.values_list("pk", "embedding"))
+    assert copies.keys() == originals.keys()
+    for memory_id, original in originals.items():
+        if original is None:
+            assert copies[memory_id] is None
+        else:
+            assert same_at_half_precision(copies[memory_id], original)
+
+
+def same_at_half_precision(copy, original) -> bool:
+    # The database rounds float4 -> float2 itself; allow one unit in the last place.
+    expected = np.asarray(original, dtype=np.float32).astype(np.float16)
+    return copy is not None and np.allclose(copy, expected, rtol=1e-3, atol=1e-6)
+
+
+def unit(seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).standard_normal(384)
+    return (vector / np.linalg.norm(vector)).tolist()
 
 
 def person(owner, name: str, status: str = ConsentStatus.GRANTED) -> Person:
@@ -171,6 +200,57 @@ def test_participant_without_a_person_row_fails_closed(alice, status):
     assert_counts_exact()
 
 
+# --- the embedding copy that feeds the agents' vector index --------------------------
+
+
+def copy_of(memory: Memory):
+    copy = MemoryGate.objects.get(memory=memory).embedding
+    return None if copy is None else np.asarray(copy, dtype=np.float16)
+
+
+def test_the_gate_row_follows_the_memorys_embedding(alice):
+    memory = memory_create(owner=alice, body="a lantern by the river")
+    assert copy_of(memory) is None  # saved; the worker has not embedded it yet
+
+    # The worker's conditional write (a queryset update) ...
+    Memory.objects.filter(pk=memory.pk).update(embedding=unit(1))
+    assert same_at_half_precision(copy_of(memory), unit(1))
+    # ... a model save, which writes every column ...
+    memory.refresh_from_db()
+    memory.embedding = unit(2)
+    memory.save()
+    assert same_at_half_precision(copy_of(memory), unit(2))
+    # ... and raw SQL all reach the copy.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE memories_memory SET embedding = NULL WHERE id = %s", [memory.pk])
+    assert copy_of(memory) is None
+    assert_copies_exact()
+
+
+def test_editing_the_text_clears_the_copy_until_the_worker_embeds_it_again(alice):
+    memory = memory_create(owner=alice, body="a lantern by the river")
+    Memory.objects.filter(pk=memory.pk).update(embedding=unit(3))
+    memory.refresh_from_db()
+
+    memory_update(memory=memory, body="a candle by the lake")
+
+    # A stale vector would let agents find the memory by what it no longer says.
+    assert copy_of(memory) is None
+    assert_copies_exact()
+
+
+def test_consent_changes_keep_the_copy(alice):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    memory = memory_create(owner=alice, body="dinner", participants=[ParticipantSpec(person=bob)])
+    Memory.objects.filter(pk=memory.pk).update(embedding=unit(4))
+
+    for status in (ConsentStatus.GRANTED, ConsentStatus.REVOKED, ConsentStatus.GRANTED):
+        person_set_consent(person=bob, status=status, actor=alice)
+        assert same_at_half_precision(copy_of(memory), unit(4))
+    assert_counts_exact()
+    assert_copies_exact()
+
+
 # --- property: any sequence of changes leaves every count exact -------------------------
 
 STATUSES = [ConsentStatus.GRANTED, ConsentStatus.PENDING, ConsentStatus.REVOKED]
@@ -185,6 +265,7 @@ operation = st.one_of(
     st.tuples(st.just("remove"), st.integers(0, 9), st.integers(0, 5)),
     st.tuples(st.just("delete_memory"), st.integers(0, 9), st.none()),
     st.tuples(st.just("delete_person"), st.integers(0, 5), st.none()),
+    st.tuples(st.just("embed"), st.integers(0, 9), st.none() | st.integers(0, 3)),
 )
 
 
@@ -193,7 +274,7 @@ operation = st.one_of(
     statuses=st.lists(st.sampled_from(STATUSES), min_size=6, max_size=6),
     operations=st.lists(operation, max_size=12),
 )
-def test_counts_stay_exact_under_any_sequence_of_changes(statuses, operations):
+def test_counts_and_copies_stay_exact_under_any_sequence_of_changes(statuses, operations):
     from django.db import transaction
 
     with transaction.atomic():
@@ -246,7 +327,10 @@ def test_counts_stay_exact_under_any_sequence_of_changes(statuses, operations):
             elif name == "delete_memory":
                 memory_delete(memory=memory)
                 memories.remove(memory)
+            elif name == "embed":
+                Memory.objects.filter(pk=memory.pk).update(embedding=None if second is None else unit(second))
             assert_counts_exact()
+            assert_copies_exact()
         # And the count agrees with the authoritative gate: 0 exactly when the
         # participants/source part of the gate lets the memory through.
         open_ids = set(

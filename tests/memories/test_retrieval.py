@@ -12,6 +12,7 @@ from datetime import date, timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.utils import timezone
 
 from memories import retrieval
@@ -80,6 +81,7 @@ def strategy(request, monkeypatch):
         # here the index path is checked for the gate, so dead entries must not
         # exhaust it and make the result depend on test order.
         monkeypatch.setattr(retrieval, "ANN_MAX_SCAN_TUPLES", 1_000_000)
+        monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     return request.param
 
 
@@ -328,3 +330,67 @@ def test_gate_is_a_not_exists_inside_the_sql(alice):
     sql = str(agent_visible_memories(alice).query).upper()
 
     assert "NOT EXISTS" in sql and "CONSENT_STATUS" in sql
+
+
+# --- the agents' exact path over open memories: candidates, then the fallback --------
+
+
+def test_exact_path_over_open_memories_falls_back_when_filters_drop_the_nearest(alice, monkeypatch):
+    # The exact path ranks the owner's open memories by their half-precision copies
+    # and only passes the nearest few (limit x EXACT_CANDIDATES_OVERFETCH) through
+    # the gate and filters. Here all of those are events, and the search asks for
+    # knowledge: the answer must come from the exact search over every open memory.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    for n in range(25):
+        memory(alice, f"an evening {n}", angle=0.01 * n, kind="event")
+    wanted = [memory(alice, "a recipe", angle=angle, kind="knowledge") for angle in (1.0, 1.2)]
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    memory(alice, "a recipe", angle=1.4, kind="knowledge", people=[bob])
+
+    hits = memory_search(
+        alice,
+        "soup",  # in no body: only the vector side can find anything
+        respect_consent=True,
+        limit=2,
+        filters=MemoryFilters(kind="knowledge"),
+        query_embedding=toward(0),
+    )
+
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in wanted]
+    assert all(hit.similarity is not None for hit in hits)
+
+
+def test_agents_index_path_ranks_at_full_precision(alice, monkeypatch):
+    # Memories whose half-precision copies are identical but whose full vectors
+    # differ: the index path orders by the copy, then re-ranks by the full vector.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
+    angles = (0.30004, 0.30002, 0.30003, 0.30001)
+    created = {angle: memory(alice, "a lantern", angle=angle) for angle in angles}
+    anchor = memory(alice, "the query", angle=0.0)
+
+    ids = [hit.memory.pk for hit in memory_similar(anchor, respect_consent=True)]
+
+    assert ids == [created[angle].pk for angle in sorted(created)]
+
+
+@pytest.mark.parametrize("path", ["candidates", "exact"])
+def test_exact_paths_stay_exact_whatever_plan_the_database_prefers(alice, mallory, monkeypatch, path):
+    # The exact paths must order by an expression no vector index can serve: if the
+    # planner could hand "ORDER BY distance LIMIT k" to an HNSW index, it would get
+    # that index's nearest few over ALL owners (ef_search, no iterative scan) and
+    # filter them to this owner's candidates, often leaving nothing. Statistics
+    # decide whether it prefers the index; here the index is made irresistible.
+    if path == "exact":
+        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+    for index in range(50):
+        memory(mallory, f"near {index}", angle=0.0001 * index)
+    mine = [memory(alice, f"mine {index}", angle=0.6 + 0.01 * index) for index in range(3)]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("SET LOCAL hnsw.ef_search = 10")
+
+    assert agent_ids(alice, "zebra", limit=3) == [item.pk for item in mine]
+    assert owner_ids(alice, "zebra", limit=3) == [item.pk for item in mine]

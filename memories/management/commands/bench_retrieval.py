@@ -31,7 +31,20 @@ BUCKETS = 100  # one person per 1% of memories: a gated fraction is set by flipp
 COPY_BATCH = 5_000
 # Seeding at least this many rows rebuilds the HNSW index after the load.
 REBUILD_INDEX_FROM = 10_000
-HNSW_INDEX = "memory_embedding_hnsw"
+# The two vector indexes: all memories (the owner's searches) and the memories
+# nothing blocks (agents' searches, a partial index on the gate table).
+HNSW_INDEXES = ("memory_embedding_hnsw", "memory_gate_open_hnsw")
+# What a search reads, loaded into shared buffers before measuring (_prewarm).
+PREWARMED = (
+    "memories_memory",
+    "memory_embedding_hnsw",
+    "memories_memoryparticipant",
+    "one_role_per_person_per_memory",
+    "people_person",
+    "memories_memorygate",
+    "memory_gate_open_idx",
+    "memory_gate_open_hnsw",
+)
 VOCABULARY = (
     "river garden birthday kitchen school hospital train beach mountain concert dinner "
     "breakfast letter phone walk dog cat grandmother grandfather sister brother friend "
@@ -134,37 +147,51 @@ def _seed_owner(
 
 
 class _BulkLoad:
-    """Drops the HNSW index before the first large load and builds it once at the end (even on error)."""
+    """Drops the HNSW indexes before the first large load and builds them once at the end (even on error)."""
 
     def __init__(self, out) -> None:
-        self.out, self.definition = out, None
+        self.out, self.definitions = out, None
 
     def __enter__(self) -> _BulkLoad:
         return self
 
     def drop_index(self) -> None:
-        if self.definition is not None:
-            return
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [HNSW_INDEX])
-            row = cursor.fetchone()
-            if row is None:
-                return
-            self.definition = row[0]
-            cursor.execute(f'DROP INDEX "{HNSW_INDEX}"')
+        if self.definitions is None:
+            self.definitions = _drop_indexes(HNSW_INDEXES)
 
     def __exit__(self, *exc) -> None:
-        if self.definition is None:
-            return
+        if self.definitions:
+            _build_indexes(self.definitions, self.out)
+
+
+def _drop_indexes(names: tuple[str, ...]) -> list[str]:
+    definitions = []
+    with connection.cursor() as cursor:
+        for name in names:
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])
+            row = cursor.fetchone()
+            if row is not None:
+                definitions.append(row[0])
+                cursor.execute(f'DROP INDEX "{name}"')
+    return definitions
+
+
+def _build_indexes(definitions: list[str], out=None) -> None:
+    for definition in definitions:
         started = time.perf_counter()
         with connection.cursor() as cursor:
             # The build is fastest when the graph fits in memory (config/embedded.py
             # raises the server default too); two cores, one helper process.
             cursor.execute("SET maintenance_work_mem = '1GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 1")
-            cursor.execute(self.definition)
-            cursor.execute("VACUUM ANALYZE memories_memory")
-        self.out.write(f"  rebuilt {HNSW_INDEX} in {time.perf_counter() - started:.0f} s")
+            cursor.execute(definition)
+        if out is not None:
+            out.write(f"  built {definition.split()[2]} in {time.perf_counter() - started:.0f} s")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE memories_memory")
+        cursor.execute("VACUUM ANALYZE memories_memorygate")
+    # A fresh build is written past shared buffers: load it, as _prewarm did the rest.
+    _prewarm(tuple(definition.split()[2] for definition in definitions))
 
 
 def _copy_memories(*, raw, user, people, memory_count, rng, centroids, now, started, username, out) -> None:
@@ -218,19 +245,48 @@ def _copy_memories(*, raw, user, people, memory_count, rng, centroids, now, star
 
 
 def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
-    """Make `fraction` of the owner's memories fail the gate (whole 1% buckets)."""
+    """Make `fraction` of the owner's memories fail the gate (whole 1% buckets).
+
+    Flipping many buckets at once is a bulk change (tens of thousands of gate rows
+    leave or join the agents' index): like the seeding, it drops that index and
+    builds it again afterwards, which leaves the state a vacuumed index would
+    reach. What one ordinary consent change costs is measured apart
+    (_measure_consent_change).
+    """
     pending = round(fraction * BUCKETS)
-    Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
-        consent_status=ConsentStatus.PENDING
-    )
-    Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
-        consent_status=ConsentStatus.GRANTED
-    )
+    definitions = _drop_indexes(("memory_gate_open_hnsw",))
+    try:
+        Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
+            consent_status=ConsentStatus.PENDING
+        )
+        Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
+            consent_status=ConsentStatus.GRANTED
+        )
+    finally:
+        _build_indexes(definitions)
+
+
+def _measure_consent_change(seeded: SeededOwner) -> str:
+    """Seconds to withhold and to grant consent for one person in 1% of the memories.
+
+    Granting puts every memory it opens into the agents' index (one HNSW insert
+    each), in the same transaction as the consent change itself.
+    """
+    person = Person.objects.get(pk=seeded.bucket_person_ids[-1])
+    memories = person.participations.count()
+    timings = {}
+    for status in (ConsentStatus.PENDING, ConsentStatus.GRANTED):
+        started = time.perf_counter()
+        with transaction.atomic():
+            Person.objects.filter(pk=person.pk).update(consent_status=status)
+        timings[status] = time.perf_counter() - started
     with connection.cursor() as cursor:
-        # Flipping whole buckets rewrites up to every gate-count row at once; vacuum
-        # now (as autovacuum soon would) so the measurement does not wade through
-        # a hundred thousand dead index entries a real consent change never makes.
         cursor.execute("VACUUM ANALYZE memories_memorygate")
+    return (
+        f"One consent change for a person in {memories} memories: withhold "
+        f"{timings[ConsentStatus.PENDING]:.2f} s, grant {timings[ConsentStatus.GRANTED]:.2f} s "
+        f"({memories / timings[ConsentStatus.GRANTED]:.0f} memories/s into the agents' index)."
+    )
 
 
 def _queries(*, rng: np.random.Generator, owner_id: int, count: int, distribution: str) -> np.ndarray:
@@ -406,8 +462,9 @@ class Command(BaseCommand):
                 f"{fraction:>6} {label:<26} {p50:8.2f} {p95:8.2f} {p99:8.2f} {recall:9.3f} {rows:>11}"
             )
 
-        self.stdout.write(header)
         _set_gated_fraction(seeded, 0.0)
+        self.stdout.write(_measure_consent_change(seeded) + "\n")
+        self.stdout.write(header)
         ungated = _measure(search(owner_scope), queries)
         ungated_truth = _measure(exact(owner_scope), queries)
         line("owner (ungated) knn", "-", ungated, ungated_truth)
@@ -442,21 +499,12 @@ def _load() -> str:
     return ", ".join(f"{value:.2f}" for value in os.getloadavg()) + " (1, 5, 15 min)"
 
 
-def _prewarm() -> str:
+def _prewarm(relations: tuple[str, ...] = PREWARMED) -> str:
     """Load the tables and indexes a search reads into shared buffers, when pg_prewarm exists.
 
     Measures the steady state of a server that has been serving searches, not the
     first queries after a restart (which read every page from the OS cache).
     """
-    relations = (
-        "memories_memory",
-        "memory_embedding_hnsw",
-        "memories_memoryparticipant",
-        "one_role_per_person_per_memory",
-        "people_person",
-        "memories_memorygate",
-        "memory_gate_open_idx",
-    )
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_prewarm'")
         if cursor.fetchone() is None:
