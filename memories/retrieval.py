@@ -55,7 +55,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
-from pgvector import HalfVector
+from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance
 
 from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryGate, MemoryParticipant
@@ -239,25 +239,27 @@ def _open_index_neighbours(
 ) -> list[tuple[uuid.UUID, float]]:
     """The agents' path: HNSW over the gate rows nothing blocks (memory_gate_open_hnsw).
 
-    Joined to `scope`, so the gate and filters still decide; ordered by the
-    half-precision copy, returned with the full-precision distance.
+    `scope` (the gate and the filters) is compiled by the ORM as it is everywhere
+    else and becomes the FROM of this statement, so PostgreSQL flattens it into
+    one query: walk the open-gate index by the half-precision copy, probe each
+    memory it yields against the gate, stop at `fetch` that pass; each returned
+    with its full-precision distance. Written as SQL around the compiled scope
+    because building the same join in the ORM costs more than running it.
     """
     _set_hnsw(ef_search=max(fetch, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
-    rows = (
-        scope.filter(
-            embedding__isnull=False,
-            gate__owner_id=owner_id,
-            gate__blocked_count=0,
-            gate__embedding__isnull=False,
+    visible = scope.filter(embedding__isnull=False).order_by().values_list("pk", "embedding")
+    scope_sql, scope_params = visible.query.sql_with_params()
+    vector = Vector(embedding).to_text()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"JOIN {MemoryGate._meta.db_table} gate ON gate.memory_id = visible.id "
+            "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.embedding IS NOT NULL "
+            "ORDER BY gate.embedding <=> %s::halfvec LIMIT %s",
+            [vector, *scope_params, owner_id, vector, fetch],
         )
-        .annotate(
-            approximate=CosineDistance("gate__embedding", HalfVector(embedding)),
-            distance=CosineDistance("embedding", embedding),
-        )
-        .order_by("approximate")
-        .values_list("pk", "distance")[:fetch]
-    )
-    return _by_distance(rows)
+        return _by_distance(cursor.fetchall())
 
 
 def _open_candidates_neighbours(
