@@ -177,6 +177,12 @@ def _drop_indexes(names: tuple[str, ...]) -> list[str]:
 
 
 def _build_indexes(definitions: list[str], out=None) -> None:
+    # Vacuum first: CREATE INDEX also indexes rows that only just died (a consent
+    # flip's old gate rows still satisfy "blocked_count = 0"), and removing tens of
+    # thousands of entries from an HNSW graph afterwards costs minutes of repairs.
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE memories_memory")
+        cursor.execute("VACUUM ANALYZE memories_memorygate")
     for definition in definitions:
         started = time.perf_counter()
         with connection.cursor() as cursor:
@@ -185,11 +191,9 @@ def _build_indexes(definitions: list[str], out=None) -> None:
             cursor.execute("SET maintenance_work_mem = '1GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 1")
             cursor.execute(definition)
+            cursor.execute(f"ANALYZE {definition.split()[4]}")
         if out is not None:
             out.write(f"  built {definition.split()[2]} in {time.perf_counter() - started:.0f} s")
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE memories_memory")
-        cursor.execute("VACUUM ANALYZE memories_memorygate")
     # A fresh build is written past shared buffers: load it, as _prewarm did the rest.
     _prewarm(tuple(definition.split()[2] for definition in definitions))
 
