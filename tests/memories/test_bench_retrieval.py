@@ -1,0 +1,55 @@
+"""bench_retrieval runs end to end on a tiny world and prints its figures.
+
+A smoke test of the command, not a measurement: the figures themselves are for
+the README's Performance section (tests never assert on time). Transactional:
+the command vacuums and rebuilds the agents' index, which a test transaction
+would not allow.
+"""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from memories.models import Memory, MemoryGate
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction():
+    out = StringIO()
+    call_command("bench_retrieval", memories=400, gated="0.5,0.99", queries=5, stdout=out)
+    text = out.getvalue()
+
+    assert "One consent change for a person in" in text
+    rows = {
+        (match["fraction"], match["label"].strip()): match
+        for match in re.finditer(
+            r"^\s*(?P<fraction>[-0-9.]+) (?P<label>[a-z (),-]+?)\s+(?P<p50>[0-9.]+)\s+(?P<p95>[0-9.]+)"
+            r"\s+(?P<p99>[0-9.]+)\s+(?P<recall>[0-9.]+|nan)\s+(?P<rows>[0-9.]+)/10$",
+            text,
+            re.MULTILINE,
+        )
+    }
+    for fraction in ("0.50", "0.99"):
+        assert (fraction, "agent (gated) knn") in rows
+        # Exact search over a 400-memory owner: every gated result is the right one.
+        assert float(rows[(fraction, "agent (gated) knn")]["recall"]) == 1.0
+    assert float(rows[("0.50", "agent (gated) knn")]["rows"]) == 10.0
+    # Everything gated: nothing returned.
+    assert float(rows[("1.00", "agent knn, zero-match")]["rows"]) == 0.0
+    assert "zero-match p95 / ungated p95" in text
+    # The run restores full consent and keeps the gate rows and their copies.
+    owner_memories = Memory.objects.filter(owner__username="bench_retrieval")
+    assert owner_memories.count() == 400
+    assert MemoryGate.objects.filter(memory__in=owner_memories, blocked_count=0).count() == 400
+    assert not MemoryGate.objects.filter(memory__in=owner_memories, embedding__isnull=True).exists()
+
+
+def test_bench_retrieval_clean_removes_its_users():
+    call_command("bench_retrieval", memories=50, gated="0.5", queries=2, stdout=StringIO())
+    call_command("bench_retrieval", clean=True, stdout=StringIO())
+    assert not Memory.objects.filter(owner__username__startswith="bench_retrieval").exists()
