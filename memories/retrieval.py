@@ -418,9 +418,12 @@ def _nearest_neighbours(
             fetch=limit * ANN_OVERFETCH,
             ef_search=OPEN_ANN_SPARSE_EF_SEARCH if sparse else OPEN_ANN_EF_SEARCH,
         )[:limit]
-        fallback = EXACT_FALLBACK_MAX_MEMORIES
-        if len(rows) < limit and (sparse or _count_open_memories(owner_id, fallback) <= fallback):
-            return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
+        if len(rows) < limit:
+            # The open memories in play: already counted when few, else counted on.
+            fallback = EXACT_FALLBACK_MAX_MEMORIES
+            in_play = open_count if sparse else _count_open_memories(owner_id, fallback)
+            if in_play <= fallback:
+                return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
         return rows
     rows = _approximate_neighbours(scope, embedding, limit * ANN_OVERFETCH)[:limit]
     if len(rows) < limit and not _owner_has_more_than(owner_id, EXACT_FALLBACK_MAX_MEMORIES):
