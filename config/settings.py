@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "memories",
     "agents",
     "portability",
+    "circles",
 ]
 
 MIDDLEWARE = [

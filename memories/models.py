@@ -178,8 +178,9 @@ class MemoryGate(models.Model):
     """How many things stop agents from seeing a memory, kept exact by database triggers.
 
     `blocked_count` = participants whose person is not positively `granted` (a
-    missing person row counts) + 1 if the source person is set and not granted.
-    Written ONLY by the triggers of migration 0004 (never by Python code): they
+    missing person row counts) + 1 if the source person is set and not granted
+    + 1 if the memory has no participants and its owner has no granted Self
+    (migration 0006). Written ONLY by the triggers of migration 0004 (never by Python code): they
     recompute the count whenever participants, a person's consent, or a memory's
     source person change, in the same transaction.
 

@@ -6,7 +6,9 @@ the gate: a queryset whose SQL keeps only memories that
 - belong to the owner,
 - have no participant that is not positively known to have granted consent
   (`NOT EXISTS` a participant for which `NOT EXISTS` a granted person row: a
-  participant whose person row is missing blocks too, fail closed), and whose
+  participant whose person row is missing blocks too, fail closed); a memory with
+  no participants counts the owner's Self person as its participant (revoking
+  Self hides the owner's untagged memories; no Self row hides them too), and whose
   source person, when one is recorded, has granted consent too ("who told me" is
   a participant in all but name),
 - have not expired (`expires_at <= now()`) and have not been superseded.
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -58,7 +60,16 @@ from django.db.models.functions import Now
 from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance
 
-from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryGate, MemoryParticipant
+from memories.models import (
+    EMBEDDING_DIMENSIONS,
+    EdgeKind,
+    Memory,
+    MemoryEdge,
+    MemoryGate,
+    MemoryParticipant,
+    ParticipantRole,
+    Sensitivity,
+)
 from memories.selectors import MemoryFilters, memory_apply_filters
 from people.models import ConsentStatus, Person
 
@@ -160,8 +171,15 @@ def agent_visible_memories(owner: AbstractBaseUser | int) -> QuerySet[Memory]:
     granted_source = Person.objects.filter(
         pk=OuterRef("source_person_id"), consent_status=ConsentStatus.GRANTED
     )
+    # A memory with nobody in it is the owner's own: Self stands in as its
+    # participant, so revoking Self hides it (and a missing Self row does too).
+    any_participant = MemoryParticipant.objects.filter(memory_id=OuterRef("pk"))
+    granted_self = Person.objects.filter(
+        owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
+    )
     return Memory.objects.filter(
         ~Exists(ungranted_participant),
+        Exists(any_participant) | Exists(granted_self),
         Q(source_person__isnull=True) | Exists(granted_source),
         # Now() is the transaction's clock, so every statement in one search agrees.
         Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),
@@ -175,6 +193,75 @@ def memory_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> Que
     if respect_consent:
         return agent_visible_memories(owner)
     return Memory.objects.filter(owner_id=_owner_id(owner))
+
+
+def _granted_for(audience: str, person_ref: str) -> Exists:
+    """EXISTS the person at `person_ref`, granted for `audience` (Self always is).
+
+    A Self person counts as granted for every circle its owner shares into
+    (sharing your own memory is your consent). Written as EXISTS(person ...) so a
+    missing person row is not granted: fail closed.
+    """
+    from people.models import PersonConsent
+
+    consent = PersonConsent.objects.filter(
+        person_id=OuterRef("pk"), audience=audience, status=ConsentStatus.GRANTED
+    )
+    return Exists(Person.objects.filter(Q(is_self=True) | Exists(consent), pk=OuterRef(person_ref)))
+
+
+def circle_visible_memories(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]) -> QuerySet[Memory]:
+    """The memories shared into a circle that EVERY viewer in `viewer_ids` may see. THE gate's circle case.
+
+    A member is a set of one; a reply read by several members (the circle's
+    agent) passes the set, and the SQL is the intersection. A memory M of owner O
+    passes for viewer V iff (SPEC §4):
+    - M is shared into the circle, O is still a member of it, and V is a current
+      member (membership is read by this very statement: leaving or removal
+      takes effect on the next query, nothing cached);
+    - V is O (the owner always sees their own), or else
+      - every participant and the source of M is granted for `circle:<id>`
+        (PersonConsent; Self counts as granted; a missing person blocks), and
+      - sensitivity allows V: `public` → yes; `personal` → V is linked to a
+        subject of M; `sensitive` → the same, and only when V reads alone.
+    Expiry and supersession hide memories from agents only: members see a shared
+    memory as an entry in a shared journal.
+    """
+    # circles builds on memories; the gate reads its tables here, lazily, so that
+    # there is one gate with a case per audience rather than a second gate there.
+    from circles.models import CircleMembership, MemoryShare
+    from people.models import circle_audience
+
+    viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
+    if not viewers:
+        return Memory.objects.none()
+    audience = circle_audience(circle_id)
+    ungranted_participant = MemoryParticipant.objects.filter(
+        ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
+    )
+    consented = Q(~Exists(ungranted_participant)) & (
+        Q(source_person__isnull=True) | Q(_granted_for(audience, "source_person_id"))
+    )
+    members = CircleMembership.objects.filter(circle_id=circle_id)
+    conditions: list = [
+        Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id)),
+        Exists(members.filter(user_id=OuterRef("owner_id"))),
+    ]
+    alone = len(viewers) == 1
+    for viewer_id in viewers:
+        about_viewer = Q(
+            Exists(
+                MemoryParticipant.objects.filter(
+                    memory_id=OuterRef("pk"), role=ParticipantRole.SUBJECT, person__linked_user_id=viewer_id
+                )
+            )
+        )
+        allowed = Q(sensitivity=Sensitivity.PUBLIC) | (Q(sensitivity=Sensitivity.PERSONAL) & about_viewer)
+        if alone:
+            allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
+        conditions.append(Exists(members.filter(user_id=viewer_id)))
+        conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
+    return Memory.objects.filter(*conditions)
 
 
 def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
@@ -520,17 +607,26 @@ def memory_search(
             else []
         )
         text = _text_matches(scope, query, depth)
-        fused: dict[uuid.UUID, float] = {}
-        for ranking in (nearest, text):
-            for position, (memory_id, _) in enumerate(ranking, start=1):
-                fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (RRF_K + position)
-        similarity = {memory_id: 1.0 - distance for memory_id, distance in nearest}
-        text_rank = dict(text)
-        best = sorted(
-            fused, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
-        )
-        best = best[:limit]
-        memories = _load(scope, best)
+        return _fused_hits(scope, nearest, text, limit)
+
+
+def _fused_hits(
+    scope: QuerySet[Memory],
+    nearest: list[tuple[uuid.UUID, float]],
+    text: list[tuple[uuid.UUID, float]],
+    limit: int,
+) -> list[SearchHit]:
+    """Reciprocal rank fusion of both sides, best first, loaded through `scope`."""
+    fused: dict[uuid.UUID, float] = {}
+    for ranking in (nearest, text):
+        for position, (memory_id, _) in enumerate(ranking, start=1):
+            fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (RRF_K + position)
+    similarity = {memory_id: 1.0 - distance for memory_id, distance in nearest}
+    text_rank = dict(text)
+    best = sorted(
+        fused, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
+    )[:limit]
+    memories = _load(scope, best)
     return [
         SearchHit(
             memory=memories[memory_id],
@@ -541,6 +637,88 @@ def memory_search(
         for memory_id in best
         if memory_id in memories
     ]
+
+
+# --- circles: the members' case of the gate ------------------------------------------
+
+# Circles with at most this many shares get exact vector search over the circle's
+# gate (a circle's shares are its candidates; measured by bench_retrieval --circle).
+CIRCLE_EXACT_MAX_SHARES = 2_000
+CIRCLE_ANN_MAX_SCAN_TUPLES = 6_000
+
+
+def _circle_share_count(circle_id: uuid.UUID | str, cap: int) -> int:
+    from circles.models import MemoryShare
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {MemoryShare._meta.db_table} "
+            "WHERE circle_id = %s LIMIT %s) shared",
+            [str(circle_id), cap + 1],
+        )
+        return cursor.fetchone()[0]
+
+
+def _circle_neighbours(
+    scope: QuerySet[Memory], embedding: Sequence[float], *, circle_id: uuid.UUID | str, limit: int
+) -> list[tuple[uuid.UUID, float]]:
+    """Nearest memories among what the circle's viewers may see (`scope`: circle_visible_memories).
+
+    Few shares: exact search, the gate in the WHERE clause. Many: the HNSW index of
+    all memories with an iterative relaxed-order scan (the gate filters inside the
+    scan, so LIMIT k counts only memories that passed), re-sorted; an exact pass
+    fills a short answer when the circle is not too big.
+    """
+    shared = _circle_share_count(circle_id, EXACT_FALLBACK_MAX_MEMORIES)
+    if shared == 0:
+        return []
+    if shared <= CIRCLE_EXACT_MAX_SHARES:
+        return _exact_neighbours(scope, embedding, limit)
+    _set_hnsw(ef_search=max(limit * ANN_OVERFETCH, ANN_EF_SEARCH), max_scan_tuples=CIRCLE_ANN_MAX_SCAN_TUPLES)
+    rows = _by_distance(
+        scope.filter(embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", embedding))
+        .order_by("distance")
+        .values_list("pk", "distance")[: limit * ANN_OVERFETCH]
+    )[:limit]
+    if len(rows) < limit and shared <= EXACT_FALLBACK_MAX_MEMORIES:
+        return _exact_neighbours(scope, embedding, limit)
+    return rows
+
+
+def circle_memory_search(
+    circle_id: uuid.UUID | str,
+    viewer_ids: Iterable[int],
+    query: str,
+    *,
+    limit: int = 10,
+    query_embedding: Sequence[float] | None = None,
+) -> list[SearchHit]:
+    """Hybrid search of what every viewer in `viewer_ids` may see in the circle, best first."""
+    _check_limit(limit)
+    query = (query or "").strip()
+    if not query:
+        return []
+    embedding = _check_embedding(query_embedding) if query_embedding is not None else _embed_query(query)
+    depth = max(limit, FUSION_DEPTH_MIN)
+    with transaction.atomic():
+        scope = circle_visible_memories(circle_id, viewer_ids)
+        nearest = (
+            _circle_neighbours(scope, embedding, circle_id=circle_id, limit=depth)
+            if embedding is not None
+            else []
+        )
+        text = _text_matches(scope, query, depth)
+        return _fused_hits(scope, nearest, text, limit)
+
+
+def circle_memory_timeline(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]) -> QuerySet[Memory]:
+    """What the viewers may see in the circle, newest first, with people and owners loaded."""
+    return (
+        _with_people(circle_visible_memories(circle_id, viewer_ids))
+        .select_related("owner")
+        .order_by("-occurred_at", "-created_at", "pk")
+    )
 
 
 def _anchor_embedding(memory: Memory) -> list[float] | None:

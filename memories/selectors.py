@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -49,10 +49,15 @@ def memory_apply_filters(memories: QuerySet[Memory], filters: MemoryFilters | No
 
 
 def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
-    return memories.select_related("source_person").prefetch_related(
-        Prefetch(
-            "participants",
-            queryset=MemoryParticipant.objects.select_related("person").order_by("person__display_name"),
+    own_self = Person.objects.filter(owner_id=OuterRef("owner_id"), is_self=True).values("consent_status")[:1]
+    return (
+        memories.select_related("source_person")
+        .annotate(owner_self_status=Subquery(own_self))
+        .prefetch_related(
+            Prefetch(
+                "participants",
+                queryset=MemoryParticipant.objects.select_related("person").order_by("person__display_name"),
+            )
         )
     )
 
@@ -94,10 +99,15 @@ class AgentVisibility:
     source_blocker: Person | None
     expired: bool
     superseded: bool
+    # No one is in the memory and the owner's Self is not granted (or missing):
+    # Self stands in as the participant of an untagged memory.
+    self_withheld: bool = False
 
     @property
     def hidden(self) -> bool:
-        return bool(self.blockers or self.source_blocker or self.expired or self.superseded)
+        return bool(
+            self.blockers or self.source_blocker or self.expired or self.superseded or self.self_withheld
+        )
 
 
 def memory_agent_visibility(memory: Memory, *, now: datetime | None = None) -> AgentVisibility:
@@ -113,6 +123,18 @@ def memory_agent_visibility(memory: Memory, *, now: datetime | None = None) -> A
         source_blocker=source_blocker,
         expired=memory_is_expired(memory, now=now),
         superseded=memory.superseded_by_id is not None,
+        self_withheld=not memory.participants.all() and _owner_self_status(memory) != ConsentStatus.GRANTED,
+    )
+
+
+def _owner_self_status(memory: Memory) -> str | None:
+    # memory_list / memory_get annotate it; other callers pay one small query.
+    if hasattr(memory, "owner_self_status"):
+        return memory.owner_self_status
+    return (
+        Person.objects.filter(owner_id=memory.owner_id, is_self=True)
+        .values_list("consent_status", flat=True)
+        .first()
     )
 
 

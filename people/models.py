@@ -70,12 +70,72 @@ class Person(models.Model):
 class ConsentSurface(models.TextChoices):
     UI = "ui", "Web"
     API = "api", "API"
+    MCP = "mcp", "MCP"
+
+
+class ConsentActor(models.TextChoices):
+    """Who decided: the journal's owner, or the person themself (a linked user)."""
+
+    OWNER = "owner", "Owner"
+    SELF = "self", "The person"
+
+
+# Audiences: who a memory may be shown to besides its owner (SPEC §4).
+AGENTS_AUDIENCE = "agents"
+CIRCLE_AUDIENCE_PREFIX = "circle:"
+AUDIENCE_PATTERN = r"^(agents|circle:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+
+
+def circle_audience(circle_id: uuid.UUID | str) -> str:
+    return f"{CIRCLE_AUDIENCE_PREFIX}{circle_id}"
+
+
+class PersonConsent(models.Model):
+    """A person's consent for one audience. No row means pending (fail closed).
+
+    The `agents` row mirrors Person.consent_status: a trigger (migration 0003)
+    writes it whenever that column changes, so every write path (services, bulk
+    updates, imports) keeps the two equal; the agents' gate reads the column.
+    Circle audiences (`circle:<uuid>`) live only here, and the members' gate reads them.
+    """
+
+    person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="consents")
+    audience = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=ConsentStatus.choices, default=ConsentStatus.PENDING)
+    reason = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=10, choices=ConsentActor.choices, default=ConsentActor.OWNER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["person", "audience"], name="one_consent_per_person_audience"),
+            models.CheckConstraint(
+                condition=models.Q(status__in=ConsentStatus.values), name="person_consent_status_valid_value"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(audience__regex=AUDIENCE_PATTERN), name="person_consent_audience_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["audience", "person"], name="person_consent_audience_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.person_id} {self.audience}: {self.status}"
 
 
 class ConsentEvent(models.Model):
-    """Append-only audit of every consent change. Never updated or deleted."""
+    """Append-only audit of every consent change.
 
-    person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="consent_events")
+    The database refuses UPDATE and DELETE (migration 0003's trigger), with two
+    exceptions it checks itself: deleting the person only clears `person` (the
+    name snapshot stays), and deleting a whole account removes its history.
+    """
+
+    person = models.ForeignKey(
+        Person, on_delete=models.SET_NULL, null=True, blank=True, related_name="consent_events"
+    )
+    person_name = models.CharField(max_length=200, blank=True)
+    audience = models.CharField(max_length=64, default=AGENTS_AUDIENCE)
+    actor_kind = models.CharField(max_length=10, choices=ConsentActor.choices, default=ConsentActor.OWNER)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="consent_events"
     )
@@ -96,4 +156,4 @@ class ConsentEvent(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.person}: {self.old_status} → {self.new_status}"
+        return f"{self.person_name}: {self.old_status} → {self.new_status} ({self.audience})"

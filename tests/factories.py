@@ -20,6 +20,14 @@ class UserFactory(factory.django.DjangoModelFactory):
         if create:
             obj.save()
 
+    @factory.post_generation
+    def with_self(obj, create, extracted, **kwargs):
+        """A granted Self person, as sign-up makes (UserFactory(with_self=False): none)."""
+        if create and extracted is not False:
+            from people.services import person_create_self
+
+            person_create_self(owner=obj)
+
 
 class PersonFactory(factory.django.DjangoModelFactory):
     class Meta:

@@ -36,6 +36,8 @@ def hidden_reasons(visibility: AgentVisibility) -> str:
     if visibility.source_blocker is not None:
         source = visibility.source_blocker
         reasons.append(f"told by {source.display_name} ({source.consent_status})")
+    if visibility.self_withheld:
+        reasons.append("your own consent (Self) is not granted")
     if visibility.expired:
         reasons.append("expired, agents no longer see this")
     if visibility.superseded:

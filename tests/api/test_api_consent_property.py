@@ -54,6 +54,8 @@ world_spec = st.fixed_dictionaries(
         "memories": st.lists(memory_spec, min_size=1, max_size=6),
         "query": st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=2),
         "flip": st.tuples(st.integers(0, 5), st.sampled_from(STATUSES)),
+        # Alice's own consent (Self): it gates her memories with nobody in them.
+        "self_status": st.sampled_from(["granted", "granted", "pending", "revoked"]),
     }
 )
 
@@ -69,6 +71,9 @@ def _build(spec: dict):
     alice = user_signup(username="prop-alice", password="correct horse battery")
     stranger = user_signup(username="prop-stranger", password="correct horse battery")
     oracle = OracleWorld()
+    own = Person.objects.get(owner=alice, is_self=True)
+    Person.objects.filter(pk=own.pk).update(consent_status=spec["self_status"])
+    oracle.people[str(own.pk)] = OraclePerson(str(own.pk), "alice", spec["self_status"], is_self=True)
     people = []
     for index, status in enumerate(spec["people"]):
         person = Person.objects.create(owner=alice, display_name=f"P{index}", consent_status=status)

@@ -7,7 +7,9 @@ build the same world in the database and compare the production selectors with
 these answers. Keep it small and obviously right; never import production code.
 
 Policy (SPEC §3, §5):
-- An agent may see a memory only if every participant's consent is `granted`,
+- An agent may see a memory only if every participant's consent is `granted`
+  (a memory with no participants: the owner's Self person's, and none when the
+  owner has no Self),
   the source person (who told the owner), if any, has granted consent, the memory
   has not expired (`expires_at` is None or after now) and has not been superseded.
 - The owner sees all of their own memories. Nobody sees another owner's memories.
@@ -61,9 +63,18 @@ class OracleWorld:
 
     # --- the policy -------------------------------------------------------------
 
+    def owner_self(self, owner: str) -> OraclePerson | None:
+        return next((p for p in self.people.values() if p.owner == owner and p.is_self), None)
+
     def agent_may_see(self, memory: OracleMemory, *, now: datetime) -> bool:
+        # A memory with nobody in it is the owner's own: Self stands in as its
+        # participant (no Self at all: hidden, fail closed).
+        if memory.participants:
+            participants = [self.people[person_id] for person_id in memory.participants]
+        else:
+            participants = [self.owner_self(memory.owner)]
         everyone_consented = all(
-            self.people[person_id].consent_status == GRANTED for person_id in memory.participants
+            person is not None and person.consent_status == GRANTED for person in participants
         )
         source_consented = (
             memory.source_person is None or self.people[memory.source_person].consent_status == GRANTED

@@ -100,7 +100,7 @@ class _Rollback(Exception):
 def build_world(spec: dict) -> tuple[OracleWorld, list, dict[str, Person], dict[str, Memory]]:
     """Write the world to the database and describe it to the oracle, identically."""
     now = timezone.now()
-    owners = [UserFactory() for _ in range(spec["owners"])]
+    owners = [UserFactory(with_self=False) for _ in range(spec["owners"])]
     world = OracleWorld()
     people: dict[str, Person] = {}
     has_self: set[int] = set()

@@ -30,12 +30,21 @@ pytestmark = pytest.mark.django_db
 def expected_counts() -> dict:
     """blocked_count recomputed from the rows, independently of the triggers."""
     granted = set(Person.objects.filter(consent_status=ConsentStatus.GRANTED).values_list("pk", flat=True))
+    granted_self_owners = set(
+        Person.objects.filter(is_self=True, consent_status=ConsentStatus.GRANTED).values_list(
+            "owner_id", flat=True
+        )
+    )
     counts = {}
-    for memory_id, source_id in Memory.objects.values_list("pk", "source_person_id"):
+    untagged = {}
+    for memory_id, source_id, owner_id in Memory.objects.values_list("pk", "source_person_id", "owner_id"):
         counts[memory_id] = int(source_id is not None and source_id not in granted)
+        untagged[memory_id] = owner_id not in granted_self_owners
     for memory_id, person_id in MemoryParticipant.objects.values_list("memory_id", "person_id"):
         counts[memory_id] += person_id not in granted
-    return counts
+        untagged[memory_id] = False
+    # A memory with nobody in it counts its owner's Self as its participant.
+    return {memory_id: count + untagged[memory_id] for memory_id, count in counts.items()}
 
 
 def stored_counts() -> dict:
@@ -179,6 +188,7 @@ def _orphan_participant(owner, status: str) -> Memory:
         (constraint,) = cursor.fetchone()
         # DDL is transactional: the test's rollback restores the constraint.
         cursor.execute(f'ALTER TABLE memories_memoryparticipant DROP CONSTRAINT "{constraint}"')
+        cursor.execute("DELETE FROM people_personconsent WHERE person_id = %s", [ghost.pk])
         cursor.execute("DELETE FROM people_person WHERE id = %s", [ghost.pk])
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
     assert MemoryParticipant.objects.filter(memory=memory).exists()
@@ -259,6 +269,7 @@ operation = st.one_of(
         st.just("create"), st.lists(st.integers(0, 5), max_size=3, unique=True), st.none() | st.integers(0, 5)
     ),
     st.tuples(st.just("consent"), st.integers(0, 5), st.sampled_from(STATUSES)),
+    st.tuples(st.just("self_consent"), st.none(), st.sampled_from(STATUSES)),
     st.tuples(st.just("replace"), st.integers(0, 9), st.lists(st.integers(0, 5), max_size=3, unique=True)),
     st.tuples(st.just("source"), st.integers(0, 9), st.none() | st.integers(0, 5)),
     st.tuples(st.just("add"), st.integers(0, 9), st.integers(0, 5)),
@@ -297,6 +308,9 @@ def test_counts_and_copies_stay_exact_under_any_sequence_of_changes(statuses, op
                 )
             elif name == "consent":
                 person_set_consent(person=people[first], status=second, actor=owner)
+            elif name == "self_consent":
+                own = Person.objects.get(owner=owner, is_self=True)
+                person_set_consent(person=own, status=second, actor=owner)
             elif name == "delete_person":
                 try:
                     with transaction.atomic():
@@ -374,3 +388,43 @@ def test_a_count_too_high_only_makes_the_result_smaller(alice):
     _force_count(shown, 1)
 
     assert _agent_search(alice) == []
+
+
+# --- Self stands in for the participant of an untagged memory ---------------------------
+
+
+def test_revoking_self_hides_untagged_memories_on_the_next_query(alice):
+    own = Person.objects.get(owner=alice, is_self=True)
+    untagged = memory_create(owner=alice, body="I finished the quilt")
+    bob = person(alice, "Bob")
+    with_bob = memory_create(
+        owner=alice, body="Bob and the quilt", participants=[ParticipantSpec(person=bob)]
+    )
+    assert set(agent_visible_memories(alice)) == {untagged, with_bob}
+    assert blocked(untagged) == 0
+
+    person_set_consent(person=own, status=ConsentStatus.REVOKED, actor=alice)
+    assert set(agent_visible_memories(alice)) == {with_bob}
+    assert blocked(untagged) == 1
+    assert blocked(with_bob) == 0
+
+    person_set_consent(person=own, status=ConsentStatus.GRANTED, actor=alice)
+    assert set(agent_visible_memories(alice)) == {untagged, with_bob}
+    assert blocked(untagged) == 0
+
+
+def test_an_owner_without_a_self_person_fails_closed_for_untagged_memories(db):
+    owner = UserFactory(with_self=False)
+    untagged = memory_create(owner=owner, body="nobody here")
+    assert not agent_visible_memories(owner).filter(pk=untagged.pk).exists()
+    assert blocked(untagged) == 1
+
+
+def test_adding_a_person_to_an_untagged_memory_replaces_self_in_the_count(alice):
+    own = Person.objects.get(owner=alice, is_self=True)
+    person_set_consent(person=own, status=ConsentStatus.PENDING, actor=alice)
+    memory = memory_create(owner=alice, body="a walk")
+    assert blocked(memory) == 1
+    MemoryParticipant.objects.create(memory=memory, person=person(alice, "Ann"))
+    assert blocked(memory) == 0
+    assert agent_visible_memories(alice).filter(pk=memory.pk).exists()

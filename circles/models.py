@@ -1,0 +1,133 @@
+"""Circles: shared contexts between people (SPEC §4).
+
+This app builds on `people` and `memories`, never the other way round — except
+that the one consent gate (memories/retrieval.py) reads MemoryShare and
+CircleMembership when its viewer is a circle member: one gate, with a case per
+audience.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+CIRCLE_NAME_MAX_LENGTH = 80
+CIRCLE_DESCRIPTION_MAX_LENGTH = 1000
+MAX_MEMBERS = 50
+
+
+class Circle(models.Model):
+    """A shared context owned by one user: a family, a care team, a class."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="owned_circles"
+    )
+    name = models.CharField(max_length=CIRCLE_NAME_MAX_LENGTH)
+    description = models.TextField(blank=True, max_length=CIRCLE_DESCRIPTION_MAX_LENGTH)
+    # A2A (SPEC §4): members' agents may read what is shared here. Off by default.
+    agents_may_read = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def audience(self) -> str:
+        from people.models import circle_audience
+
+        return circle_audience(self.pk)
+
+
+class MembershipRole(models.TextChoices):
+    OWNER = "owner", "Owner"
+    MEMBER = "member", "Member"
+
+
+class CircleMembership(models.Model):
+    circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="circle_memberships"
+    )
+    role = models.CharField(max_length=10, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    joined_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["circle", "user"], name="one_membership_per_user")]
+        indexes = [models.Index(fields=["user", "circle"], name="circle_membership_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.circle_id} ({self.role})"
+
+
+class CircleInvite(models.Model):
+    """An invite link. Only the token's hash is stored; the link is shown once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="invites")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invite to {self.circle_id}"
+
+
+class JoinRequestStatus(models.TextChoices):
+    PENDING = "pending", "Waiting"
+    APPROVED = "approved", "Approved"
+    DECLINED = "declined", "Declined"
+
+
+class JoinRequest(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="join_requests")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="join_requests")
+    invite = models.ForeignKey(
+        CircleInvite, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(
+        max_length=10, choices=JoinRequestStatus.choices, default=JoinRequestStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["circle", "user"],
+                condition=models.Q(status="pending"),
+                name="one_pending_join_request",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} asks to join {self.circle_id} ({self.status})"
+
+
+class MemoryShare(models.Model):
+    """A memory shared into a circle. No share, no reader but the owner."""
+
+    memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="shares")
+    circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="shares")
+    shared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    shared_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "circle"], name="one_share_per_circle")]
+        indexes = [models.Index(fields=["circle", "memory"], name="memory_share_circle_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} in {self.circle_id}"
