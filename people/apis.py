@@ -1,8 +1,11 @@
 """REST API for people and their consent (`/api/v1/people/`).
 
-Owner tokens and sessions see everything. Agent tokens read names and consent
-status, but never the notes, aliases or memory counts of anyone who has not
-granted consent, and never write or change consent.
+Owner tokens and sessions see everything. Agent tokens see only the people who
+granted consent for agents: anyone else is answered exactly like someone who does
+not exist (absent from the list, 404 by id), so nothing an agent receives moves
+when the owner edits a hidden person. Even for visible people an agent gets no
+memory count (it would hint at gated memories) and no `updated_at` (it moves with
+every edit of the owner's). Agent tokens never write or change consent.
 """
 
 from __future__ import annotations
@@ -16,12 +19,18 @@ from rest_framework.views import APIView
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
-from people.selectors import person_consent_events, person_get, person_list
+from people.selectors import (
+    person_consent_events,
+    person_get,
+    person_get_for_agents,
+    person_list,
+    person_list_for_agents,
+)
 from people.services import PersonInUse, person_create, person_delete, person_set_consent, person_update
 
 PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 
-NOT_FOUND = error_response("Unknown person (or another owner's).")
+NOT_FOUND = error_response("Unknown person (or another owner's, or hidden from this agent).")
 AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
 
 
@@ -32,34 +41,28 @@ class PersonOutputSerializer(serializers.Serializer):
     consent_status = serializers.ChoiceField(choices=ConsentStatus.choices)
     consent_updated_at = serializers.DateTimeField(allow_null=True)
     is_self = serializers.BooleanField()
-    aliases = serializers.ListField(
-        child=serializers.CharField(),
-        allow_null=True,
-        help_text="Null for agent tokens when the person has not granted consent.",
-    )
-    notes = serializers.CharField(
-        allow_null=True, help_text="Null for agent tokens when the person has not granted consent."
-    )
+    aliases = serializers.ListField(child=serializers.CharField())
+    notes = serializers.CharField()
     memory_count = serializers.IntegerField(
         allow_null=True, help_text="Null for agent tokens: counts would hint at memories they cannot see."
     )
     created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(
+        allow_null=True, help_text="Null for agent tokens: it moves whenever the owner edits the person."
+    )
 
     class Meta:
         ref_name = "Person"
 
 
 def person_output(person: Person, *, for_agent: bool) -> dict:
-    """Serialise a person; for an agent, hide what the person has not consented to share."""
+    """Serialise a person. Agents only ever get people from person_list_for_agents."""
     data = dict(PersonOutputSerializer(person).data)
-    if not hasattr(person, "memory_count"):
-        data["memory_count"] = person.participations.count()
     if for_agent:
         data["memory_count"] = None
-        if not person.is_consenting:
-            data["aliases"] = None
-            data["notes"] = None
+        data["updated_at"] = None
+    elif not hasattr(person, "memory_count"):
+        data["memory_count"] = person.participations.count()
     return data
 
 
@@ -70,7 +73,7 @@ class PersonListApi(APIView):
     class OutputSerializer(serializers.Serializer):
         results = PersonOutputSerializer(many=True)
         consent_gated = serializers.BooleanField(
-            help_text="True for agent tokens: notes and aliases of non-consenting people are hidden."
+            help_text="True for agent tokens: only people who granted consent for agents are listed."
         )
 
         class Meta:
@@ -97,7 +100,10 @@ class PersonListApi(APIView):
     )
     def get(self, request: Request) -> Response:
         for_agent = request_agent(request) is not None
-        people = person_list(owner=request.user)
+        if for_agent:
+            people = person_list_for_agents(owner=request.user)
+        else:
+            people = person_list(owner=request.user)
         return Response(
             {
                 "results": [person_output(person, for_agent=for_agent) for person in people],
@@ -138,12 +144,15 @@ class PersonDetailApi(APIView):
 
     @extend_schema(
         operation_id="people_retrieve",
-        summary="Get a person",
+        summary="Get a person (agent tokens: 404 unless they granted consent for agents)",
         responses={200: PersonOutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, person_id) -> Response:
+        if request_agent(request) is not None:
+            person = person_get_for_agents(owner=request.user, person_id=person_id)
+            return Response(person_output(person, for_agent=True))
         person = person_get(owner=request.user, person_id=person_id)
-        return Response(person_output(person, for_agent=request_agent(request) is not None))
+        return Response(person_output(person, for_agent=False))
 
     def _update(self, request: Request, person_id, *, partial: bool) -> Response:
         person = person_get(owner=request.user, person_id=person_id)

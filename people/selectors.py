@@ -4,7 +4,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
-from people.models import ConsentEvent, Person
+from people.models import ConsentEvent, ConsentStatus, Person
 
 
 def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -> QuerySet[Person]:
@@ -17,6 +17,20 @@ def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -
 def person_get(*, owner: AbstractBaseUser, person_id: object) -> Person:
     """The owner's person, or 404 — another owner's person does not exist for you."""
     return get_object_or_404(Person, owner=owner, pk=person_id)
+
+
+def person_list_for_agents(*, owner: AbstractBaseUser) -> QuerySet[Person]:
+    """The people an agent may know of: those who granted consent for agents.
+
+    Anyone else does not exist for an agent: not listed, not found by id or name,
+    and answered exactly like an id or a name that nobody has.
+    """
+    return Person.objects.filter(owner=owner, consent_status=ConsentStatus.GRANTED)
+
+
+def person_get_for_agents(*, owner: AbstractBaseUser, person_id: object) -> Person:
+    """The person if an agent may know of them, or 404 — the same 404 as for no one."""
+    return get_object_or_404(person_list_for_agents(owner=owner), pk=person_id)
 
 
 def person_consent_events(*, person: Person) -> QuerySet[ConsentEvent]:

@@ -92,51 +92,99 @@ DROP FUNCTION IF EXISTS people_consent_mirror_agents();
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('people', '0002_self_for_every_user'),
+        ("people", "0002_self_for_every_user"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='consentevent',
-            name='actor_kind',
-            field=models.CharField(choices=[('owner', 'Owner'), ('self', 'The person')], default='owner', max_length=10),
+            model_name="consentevent",
+            name="actor_kind",
+            field=models.CharField(
+                choices=[("owner", "Owner"), ("self", "The person")], default="owner", max_length=10
+            ),
         ),
         migrations.AddField(
-            model_name='consentevent',
-            name='audience',
-            field=models.CharField(default='agents', max_length=64),
+            model_name="consentevent",
+            name="audience",
+            field=models.CharField(default="agents", max_length=64),
         ),
         migrations.AddField(
-            model_name='consentevent',
-            name='person_name',
+            model_name="consentevent",
+            name="person_name",
             field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AlterField(
-            model_name='consentevent',
-            name='person',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='consent_events', to='people.person'),
+            model_name="consentevent",
+            name="person",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="consent_events",
+                to="people.person",
+            ),
         ),
         migrations.AlterField(
-            model_name='consentevent',
-            name='surface',
-            field=models.CharField(choices=[('ui', 'Web'), ('api', 'API'), ('mcp', 'MCP')], max_length=10),
+            model_name="consentevent",
+            name="surface",
+            field=models.CharField(choices=[("ui", "Web"), ("api", "API"), ("mcp", "MCP")], max_length=10),
         ),
         migrations.CreateModel(
-            name='PersonConsent',
+            name="PersonConsent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('audience', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('granted', 'Granted'), ('pending', 'Pending'), ('revoked', 'Revoked')], default='pending', max_length=10)),
-                ('reason', models.TextField(blank=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('updated_by', models.CharField(choices=[('owner', 'Owner'), ('self', 'The person')], default='owner', max_length=10)),
-                ('person', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='consents', to='people.person')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("audience", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("granted", "Granted"), ("pending", "Pending"), ("revoked", "Revoked")],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "updated_by",
+                    models.CharField(
+                        choices=[("owner", "Owner"), ("self", "The person")], default="owner", max_length=10
+                    ),
+                ),
+                (
+                    "person",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="consents",
+                        to="people.person",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['audience', 'person'], name='person_consent_audience_idx')],
-                'constraints': [models.UniqueConstraint(fields=('person', 'audience'), name='one_consent_per_person_audience'), models.CheckConstraint(condition=models.Q(('status__in', ['granted', 'pending', 'revoked'])), name='person_consent_status_valid_value'), models.CheckConstraint(condition=models.Q(('audience__regex', '^(agents|circle:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$')), name='person_consent_audience_valid')],
+                "indexes": [models.Index(fields=["audience", "person"], name="person_consent_audience_idx")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("person", "audience"), name="one_consent_per_person_audience"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("status__in", ["granted", "pending", "revoked"])),
+                        name="person_consent_status_valid_value",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "audience__regex",
+                                "^(agents|circle:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$",
+                            )
+                        ),
+                        name="person_consent_audience_valid",
+                    ),
+                ],
             },
         ),
         migrations.RunSQL(SQL, REVERSE_SQL),

@@ -1,0 +1,289 @@
+"""Reads for circles. Whatever a member may see comes from the one gate
+(memories.retrieval.circle_visible_memories); nothing here decides visibility.
+
+Access: a circle, invite, request or share the caller may not see is a 404
+(`get_object_or_404` on a queryset already narrowed to what they may see).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+
+from circles.models import Circle, CircleInvite, CircleMembership, JoinRequest, JoinRequestStatus, MemoryShare
+from circles.services import NotConsented, share_blockers
+from memories.models import Memory, ParticipantRole, Sensitivity
+from memories.retrieval import agent_visible_memories, circle_memory_timeline, circle_visible_memories
+from memories.selectors import memory_agent_visibility
+from people.models import (
+    AGENTS_AUDIENCE,
+    ConsentActor,
+    ConsentStatus,
+    Person,
+    PersonConsent,
+    circle_audience,
+)
+
+# --- circles and members -----------------------------------------------------------------
+
+
+def circle_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Circle]:
+    """The circles the user belongs to, with member counts. Nobody else's, even for an admin."""
+    mine = CircleMembership.objects.filter(circle_id=OuterRef("pk"), user_id=user.pk)
+    return (
+        Circle.objects.filter(Exists(mine))
+        .select_related("owner")
+        .annotate(member_count=Count("memberships", distinct=True))
+        .order_by("name", "created_at")
+    )
+
+
+def circle_get_for_member(*, user: AbstractBaseUser, circle_id: object) -> Circle:
+    """A circle the user belongs to, or 404 — read fresh on every request."""
+    try:
+        uuid.UUID(str(circle_id))
+    except ValueError:
+        raise Http404("No such circle.") from None
+    return get_object_or_404(circle_list_for_user(user=user), pk=circle_id)
+
+
+def circle_members(*, circle: Circle) -> QuerySet[CircleMembership]:
+    return circle.memberships.select_related("user").order_by("-role", "joined_at")
+
+
+def circle_member_ids(*, circle: Circle) -> list[int]:
+    return list(circle.memberships.values_list("user_id", flat=True))
+
+
+def circle_is_member(*, circle: Circle, user_id: int) -> bool:
+    return CircleMembership.objects.filter(circle=circle, user_id=user_id).exists()
+
+
+def circle_invites(*, circle: Circle) -> QuerySet[CircleInvite]:
+    return circle.invites.all()
+
+
+def circle_invite_get(*, circle: Circle, invite_id: object) -> CircleInvite:
+    return get_object_or_404(circle.invites.all(), pk=invite_id)
+
+
+def circle_join_requests(*, circle: Circle, pending_only: bool = True) -> QuerySet[JoinRequest]:
+    requests = circle.join_requests.select_related("user")
+    return requests.filter(status=JoinRequestStatus.PENDING) if pending_only else requests
+
+
+def circle_join_request_get(*, circle: Circle, request_id: object) -> JoinRequest:
+    try:
+        uuid.UUID(str(request_id))
+    except ValueError:
+        raise Http404("No such request.") from None
+    return get_object_or_404(circle.join_requests.select_related("circle", "user"), pk=request_id)
+
+
+def join_request_for_user(*, circle: Circle, user: AbstractBaseUser) -> JoinRequest | None:
+    return circle.join_requests.filter(user=user).order_by("-created_at").first()
+
+
+# --- what a member sees ------------------------------------------------------------------------
+
+
+def circle_timeline(*, circle: Circle, viewer: AbstractBaseUser) -> QuerySet[Memory]:
+    """What the viewer may see in the circle, newest first (the gate's circle case)."""
+    return circle_memory_timeline(circle.pk, [viewer.pk])
+
+
+def circle_memory_get(*, circle: Circle, viewer: AbstractBaseUser, memory_id: object) -> Memory:
+    try:
+        uuid.UUID(str(memory_id))
+    except ValueError:
+        raise Http404("No such memory.") from None
+    return get_object_or_404(circle_timeline(circle=circle, viewer=viewer), pk=memory_id)
+
+
+def memory_get_for_viewer(*, viewer: AbstractBaseUser, memory_id: object) -> tuple[Memory, list[Circle]]:
+    """A memory someone else shared that the viewer may see in some circle, with those circles; or 404."""
+    try:
+        uuid.UUID(str(memory_id))
+    except ValueError:
+        raise Http404("No such memory.") from None
+    circles = []
+    found = None
+    for circle in circle_list_for_user(user=viewer).filter(shares__memory_id=memory_id).distinct():
+        memory = circle_timeline(circle=circle, viewer=viewer).filter(pk=memory_id).first()
+        if memory is not None:
+            found = memory
+            circles.append(circle)
+    if found is None:
+        raise Http404("No such memory.")
+    return found, circles
+
+
+# --- the owner's side: shares, consents, the privacy audit ---------------------------------------
+
+
+def memory_share_list(*, memory: Memory) -> QuerySet[MemoryShare]:
+    return (
+        MemoryShare.objects.filter(memory=memory)
+        .select_related("circle", "shared_by")
+        .order_by("circle__name")
+    )
+
+
+@dataclass
+class SharePanelRow:
+    circle: Circle
+    shared: bool
+    not_consented: list[NotConsented]
+
+
+def memory_share_panel(*, memory: Memory, owner: AbstractBaseUser) -> list[SharePanelRow]:
+    """For each of the owner's circles: is the memory shared there, and who has not consented."""
+    shared = set(MemoryShare.objects.filter(memory=memory).values_list("circle_id", flat=True))
+    return [
+        SharePanelRow(
+            circle=circle,
+            shared=circle.pk in shared,
+            not_consented=share_blockers(memory=memory, circle=circle),
+        )
+        for circle in circle_list_for_user(user=owner)
+    ]
+
+
+@dataclass
+class AudienceConsent:
+    audience: str
+    label: str
+    circle: Circle | None
+    status: str
+    reason: str
+    updated_at: object
+    updated_by: str
+
+
+def person_audience_consents(*, person: Person) -> list[AudienceConsent]:
+    """The person's consent for every audience of their owner: My agents, then each circle the owner is in."""
+    rows = {row.audience: row for row in PersonConsent.objects.filter(person=person)}
+    audiences: list[tuple[str, str, Circle | None]] = [(AGENTS_AUDIENCE, "My agents", None)]
+    for circle in circle_list_for_user(user=person.owner):
+        audiences.append((circle_audience(circle.pk), circle.name, circle))
+    result = []
+    for audience, label, circle in audiences:
+        row = rows.get(audience)
+        if audience == AGENTS_AUDIENCE:
+            status = person.consent_status  # the column the agents' gate reads
+        elif person.is_self:
+            status = ConsentStatus.GRANTED  # sharing your own memory is your consent
+        else:
+            status = row.status if row is not None else ConsentStatus.PENDING
+        result.append(
+            AudienceConsent(
+                audience=audience,
+                label=label,
+                circle=circle,
+                status=status,
+                reason=row.reason if row is not None else "",
+                updated_at=row.updated_at if row is not None else None,
+                updated_by=row.updated_by if row is not None else ConsentActor.OWNER,
+            )
+        )
+    return result
+
+
+@dataclass
+class AuditEntry:
+    """One viewer's answer: may they see the memory, and why (or why not)."""
+
+    label: str
+    visible: bool
+    reasons: list[str] = field(default_factory=list)
+    user: AbstractBaseUser | None = None
+
+
+@dataclass
+class CircleAudit:
+    circle: Circle
+    members: list[AuditEntry]
+
+
+@dataclass
+class PrivacyAudit:
+    memory: Memory
+    owner: AuditEntry
+    agents: AuditEntry
+    circles: list[CircleAudit]
+
+
+def _member_reasons(memory: Memory, circle: Circle, member: AbstractBaseUser) -> list[str]:
+    """Why the gate says what it says for one member — explanation only; the yes/no is the gate's."""
+    if member.pk == memory.owner_id:
+        return ["owns it"]
+    reasons = [
+        f"{item.person.display_name} has not consented for {circle.name} ({item.status})"
+        for item in share_blockers(memory=memory, circle=circle)
+    ]
+    about_member = memory.participants.filter(
+        role=ParticipantRole.SUBJECT, person__linked_user=member
+    ).exists()
+    if memory.sensitivity == Sensitivity.PERSONAL and not about_member:
+        reasons.append("personal: shown only to a member it is about")
+    elif memory.sensitivity == Sensitivity.SENSITIVE and not about_member:
+        reasons.append("sensitive: shown only to the member it is about, alone")
+    return reasons
+
+
+def memory_privacy_audit(*, memory: Memory) -> PrivacyAudit:
+    """Who can see this memory, and why: the owner, the owner's agents, each circle member by member.
+
+    Every yes/no is asked of the gate itself (the same SQL every surface uses); the
+    reasons only explain it.
+    """
+    agents_visible = agent_visible_memories(memory.owner_id).filter(pk=memory.pk).exists()
+    visibility = memory_agent_visibility(memory)
+    agent_reasons = [
+        f"{person.display_name} has not consented ({person.consent_status})" for person in visibility.blockers
+    ]
+    if visibility.source_blocker is not None:
+        source = visibility.source_blocker
+        agent_reasons.append(
+            f"told by {source.display_name}, who has not consented ({source.consent_status})"
+        )
+    if visibility.self_withheld:
+        agent_reasons.append("no one else is in it and your own consent (Self) is not granted")
+    if visibility.expired:
+        agent_reasons.append("expired")
+    if visibility.superseded:
+        agent_reasons.append("replaced by a newer memory")
+    if agents_visible:
+        agent_reasons = ["everyone in it has consented for your agents"]
+    circles = []
+    for share in memory_share_list(memory=memory):
+        entries = []
+        for membership in circle_members(circle=share.circle):
+            member = membership.user
+            visible = circle_visible_memories(share.circle_id, [member.pk]).filter(pk=memory.pk).exists()
+            reasons = _member_reasons(memory, share.circle, member)
+            if visible and member.pk != memory.owner_id:
+                reasons = ["everyone in it has consented for this circle"]
+            elif not visible and not reasons:
+                reasons = ["not shown in this circle"]
+            entries.append(
+                AuditEntry(label=member.get_username(), visible=visible, reasons=reasons, user=member)
+            )
+        circles.append(CircleAudit(circle=share.circle, members=entries))
+    return PrivacyAudit(
+        memory=memory,
+        owner=AuditEntry(
+            label="You (the owner)", visible=True, reasons=["the owner always sees their memories"]
+        ),
+        agents=AuditEntry(label="Your agents", visible=agents_visible, reasons=agent_reasons),
+        circles=circles,
+    )
+
+
+def circles_shared_into(*, memory: Memory) -> list[Circle]:
+    return [share.circle for share in memory_share_list(memory=memory)]
