@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.utils import timezone
 
 
 class ConsentStatus(models.TextChoices):
@@ -150,7 +151,9 @@ class ConsentEvent(models.Model):
     )
     surface = models.CharField(max_length=10, choices=ConsentSurface.choices)
     reason = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # A default rather than auto_now_add: an import restores each event with its
+    # original time in the INSERT itself (the history cannot be updated afterwards).
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

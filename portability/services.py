@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.sessions.models import Session
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, ProtectedError
 from django.utils import timezone
 
@@ -149,9 +149,10 @@ def _restore_consent(*, person: Person, item: dict[str, Any], owner: AbstractBas
     Returns a note for the job report when the status was reset to pending.
     """
     history = item["consent_events"]
-    created = []
     for event in history:
-        row = ConsentEvent.objects.create(
+        # The audit trail keeps its original dates, written by the INSERT itself:
+        # the history is append-only in the database.
+        ConsentEvent.objects.create(
             person=person,
             owner=owner,
             old_status=event["old_status"],
@@ -159,12 +160,8 @@ def _restore_consent(*, person: Person, item: dict[str, Any], owner: AbstractBas
             actor=owner if event["actor_is_owner"] else None,
             surface=event["surface"],
             reason=event["reason"],
+            created_at=parse_datetime_value(event["created_at"]),
         )
-        created.append((row.pk, event["created_at"]))
-    # The audit trail keeps its original dates; created_at is auto_now_add, so
-    # it can only be set after the insert (still inside this item's transaction).
-    for pk, created_at in created:
-        ConsentEvent.objects.filter(pk=pk).update(created_at=parse_datetime_value(created_at))
 
     if person.is_self:
         return None
@@ -433,6 +430,10 @@ def account_delete(*, user: AbstractBaseUser, password: str) -> None:
         # Participants PROTECT their person (a person must never silently leave a
         # memory), so the memories, and with them their participants, go first.
         Memory.objects.filter(owner=user).delete()
+        # The consent history refuses deletes except of the account being erased
+        # in this very transaction (migration people 0003).
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('keepsake.erasing_account', %s, true)", [user_id])
         get_user_model().objects.filter(pk=user.pk).delete()
     except ProtectedError as exc:
         raise ValidationError(
