@@ -245,7 +245,14 @@ def circle_visible_memories(circle_id: uuid.UUID | str, viewer_ids: Iterable[int
     members = CircleMembership.objects.filter(circle_id=circle_id)
     conditions: list = [
         Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id)),
-        Exists(members.filter(user_id=OuterRef("owner_id"))),
+        # The owner is still a member: = ANY(ARRAY(...)) reads the members once (an
+        # InitPlan) instead of joining every shared memory to every membership.
+        RawSQL(
+            f"{Memory._meta.db_table}.owner_id = ANY(ARRAY(SELECT user_id FROM "
+            f"{CircleMembership._meta.db_table} WHERE circle_id = %s))",
+            [str(circle_id)],
+            output_field=BooleanField(),
+        ),
     ]
     alone = len(viewers) == 1
     for viewer_id in viewers:

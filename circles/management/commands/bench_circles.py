@@ -1,0 +1,213 @@
+"""Benchmark a circle member's reads: circle search latency and recall, and the timeline's first page.
+
+Seeds (or reuses) the retrieval bench's owner — synthetic memories with COPY, one
+person per 1% of memories — then a circle of `--members` members into which
+`--shared` of the owner's memories are shared (made public, so sensitivity lets
+every member see them). A consented fraction is set by granting whole 1% buckets
+for the circle's audience. Measured as a member who is not the owner, so the
+whole circle rule applies: search p50/p95/p99 with recall@k against exact search
+over the same gate, the hybrid circle search, and the server time of the
+timeline's first page (the query and loading its memories with their people).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+
+from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
+from memories.management.commands.bench_retrieval import (
+    BENCH_USERNAME,
+    BUCKETS,
+    VOCABULARY,
+    Measured,
+    _BulkLoad,
+    _load,
+    _measure,
+    _percentile,
+    _prewarm,
+    _queries,
+    _seed_owner,
+)
+from memories.models import Memory
+from people.models import ConsentStatus, PersonConsent
+
+CIRCLE_NAME = "Bench circle"
+MEMBER_USERNAME = "bench_circles_member_{index}"
+TIMELINE_PAGE = 20
+
+
+def _circle(owner_id: int, members: int) -> tuple[Circle, list[int]]:
+    users = get_user_model()
+    circle, _ = Circle.objects.get_or_create(owner_id=owner_id, name=CIRCLE_NAME)
+    CircleMembership.objects.get_or_create(
+        circle=circle, user_id=owner_id, defaults={"role": MembershipRole.OWNER}
+    )
+    member_ids = []
+    for index in range(members - 1):
+        user, created = users.objects.get_or_create(username=MEMBER_USERNAME.format(index=index))
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+        CircleMembership.objects.get_or_create(circle=circle, user=user)
+        member_ids.append(user.pk)
+    return circle, member_ids
+
+
+def _share(circle: Circle, owner_id: int, count: int, rng: np.random.Generator, out) -> int:
+    existing = MemoryShare.objects.filter(circle=circle).count()
+    if existing == count:
+        out.write(f"  reusing {existing} shares")
+        return existing
+    MemoryShare.objects.filter(circle=circle).delete()
+    ids = sorted(Memory.objects.filter(owner_id=owner_id).values_list("pk", flat=True))
+    picked = [ids[index] for index in rng.choice(len(ids), size=min(count, len(ids)), replace=False)]
+    with transaction.atomic():
+        MemoryShare.objects.bulk_create(
+            (MemoryShare(memory_id=memory_id, circle=circle, shared_by_id=owner_id) for memory_id in picked),
+            batch_size=5_000,
+        )
+        Memory.objects.filter(pk__in=picked).update(sensitivity="public")
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE circles_memoryshare")
+        cursor.execute("VACUUM ANALYZE memories_memory")
+    out.write(f"  shared {len(picked)} memories into the circle")
+    return len(picked)
+
+
+def _set_consented_fraction(circle: Circle, bucket_person_ids: list, fraction: float) -> None:
+    granted = round(fraction * BUCKETS)
+    PersonConsent.objects.filter(audience=circle.audience).delete()
+    PersonConsent.objects.bulk_create(
+        PersonConsent(
+            person_id=person_id,
+            audience=circle.audience,
+            status=ConsentStatus.GRANTED if index < granted else ConsentStatus.PENDING,
+        )
+        for index, person_id in enumerate(bucket_person_ids)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE people_personconsent")
+
+
+class Command(BaseCommand):
+    help = "Measure circle search (latency, recall@k) and the circle timeline for a member."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--memories", type=int, default=100_000, help="memories of the circle's owner")
+        parser.add_argument("--shared", type=int, default=20_000, help="of which shared into the circle")
+        parser.add_argument("--members", type=int, default=30)
+        parser.add_argument("--consented", default="0.1,0.5,0.9", help="fractions granted for the circle")
+        parser.add_argument("--queries", type=int, default=100)
+        parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--seed", type=int, default=7)
+
+    def handle(self, *args, **options) -> None:
+        try:
+            fractions = [float(part) for part in options["consented"].split(",") if part.strip()]
+        except ValueError:
+            raise CommandError("--consented takes fractions like 0.1,0.5,0.9.") from None
+        if not fractions or not all(0 < fraction <= 1 for fraction in fractions):
+            raise CommandError("--consented fractions must be above 0 and at most 1.")
+        for name in ("memories", "shared", "members", "queries", "limit"):
+            if options[name] <= 0:
+                raise CommandError(f"--{name} must be positive.")
+        if options["shared"] > options["memories"]:
+            raise CommandError("--shared cannot exceed --memories.")
+        if not 2 <= options["members"] <= 50:
+            raise CommandError("--members is from 2 to 50 (a circle holds at most 50).")
+        self._run(options, fractions)
+
+    def _run(self, options: dict, fractions: list[float]) -> None:
+        from memories import retrieval
+
+        rng = np.random.default_rng(options["seed"])
+        limit = options["limit"]
+        self.stdout.write("Seeding (reused when already there)…")
+        with _BulkLoad(self.stdout) as bulk:
+            seeded = _seed_owner(
+                bulk=bulk,
+                username=BENCH_USERNAME,
+                memory_count=options["memories"],
+                rng=rng,
+                distribution="clustered",
+                out=self.stdout,
+            )
+        circle, member_ids = _circle(seeded.user_id, options["members"])
+        shared = _share(circle, seeded.user_id, options["shared"], rng, self.stdout)
+        viewer = [member_ids[0]]
+        queries = _queries(
+            rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution="clustered"
+        )
+        self.stdout.write(_prewarm())
+        self.stdout.write(
+            f"\nCircle of {options['members']} members; the owner has {seeded.memory_count} memories, "
+            f"{shared} shared into the circle (public). Measured as a member who is not the owner.\n"
+            f"{len(queries)} queries, k={limit}. Latency excludes embedding the query.\n"
+            f"Load average before measuring: {_load()}\n"
+        )
+        self.stdout.write(
+            f"{'consented':>9} {'query':<24} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+            f"{'recall@k':>9} {'rows/asked':>11}"
+        )
+
+        def knn(query):
+            with transaction.atomic():
+                scope = retrieval.circle_visible_memories(circle.pk, viewer)
+                return [
+                    memory_id
+                    for memory_id, _ in retrieval._circle_neighbours(
+                        scope, query, circle_id=circle.pk, limit=limit
+                    )
+                ]
+
+        def exact(query):
+            with transaction.atomic():
+                scope = retrieval.circle_visible_memories(circle.pk, viewer)
+                return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+
+        words = [" ".join(rng.choice(VOCABULARY, 2)) for _ in range(len(queries))]
+
+        def hybrid():
+            position = iter(range(len(queries)))
+
+            def run(query):
+                hits = retrieval.circle_memory_search(
+                    circle.pk, viewer, words[next(position)], limit=limit, query_embedding=query
+                )
+                return [hit.memory.pk for hit in hits]
+
+            return run
+
+        def timeline(_query):
+            return [
+                memory.pk for memory in retrieval.circle_memory_timeline(circle.pk, viewer)[:TIMELINE_PAGE]
+            ]
+
+        def line(label: str, fraction: float, measured: Measured, truth: Measured | None, asked: int) -> None:
+            recall = float("nan")
+            if truth is not None:
+                found = sum(
+                    len(set(got) & set(want))
+                    for got, want in zip(measured.results, truth.results, strict=True)
+                )
+                expected = sum(len(want) for want in truth.results)
+                recall = found / expected if expected else 1.0
+            p50, p95, p99 = (_percentile(measured.latencies_ms, percent) for percent in (50, 95, 99))
+            rows = f"{np.mean(measured.returned):.1f}/{asked}"
+            self.stdout.write(
+                f"{fraction:>9.2f} {label:<24} {p50:8.2f} {p95:8.2f} {p99:8.2f} {recall:9.3f} {rows:>11}"
+            )
+
+        for fraction in fractions:
+            _set_consented_fraction(circle, seeded.bucket_person_ids, fraction)
+            measured = _measure(knn, queries)
+            truth = _measure(exact, queries)
+            line("circle knn", fraction, measured, truth, limit)
+            line("exact (seq)", fraction, truth, truth, limit)
+            line("circle hybrid search", fraction, _measure(hybrid(), queries), None, limit)
+            line("timeline first page", fraction, _measure(timeline, queries[:50]), None, TIMELINE_PAGE)
+        self.stdout.write(f"\nLoad average after measuring: {_load()}")
+        self.stdout.write("Goals (issue): search p95 <= 15 ms, recall >= 0.99, timeline <= 30 ms.")
