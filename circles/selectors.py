@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
@@ -22,6 +22,7 @@ from memories.retrieval import agent_visible_memories, circle_memory_timeline, c
 from memories.selectors import memory_agent_visibility
 from people.models import (
     AGENTS_AUDIENCE,
+    CIRCLE_AUDIENCE_PREFIX,
     ConsentActor,
     ConsentStatus,
     Person,
@@ -287,3 +288,141 @@ def memory_privacy_audit(*, memory: Memory) -> PrivacyAudit:
 
 def circles_shared_into(*, memory: Memory) -> list[Circle]:
     return [share.circle for share in memory_share_list(memory=memory)]
+
+
+# --- pages: owner-only getters, waiting requests, audience labels ------------------------------
+
+
+def circle_get_for_owner(*, user: AbstractBaseUser, circle_id: object) -> Circle:
+    """A circle the user owns, or 404 — a member who is not its owner cannot manage it either."""
+    circle = circle_get_for_member(user=user, circle_id=circle_id)
+    if circle.owner_id != user.pk:
+        raise Http404("No such circle.")
+    return circle
+
+
+def circle_invite_get_for_owner(
+    *, user: AbstractBaseUser, circle_id: object, invite_id: object
+) -> CircleInvite:
+    circle = circle_get_for_owner(user=user, circle_id=circle_id)
+    try:
+        uuid.UUID(str(invite_id))
+    except ValueError:
+        raise Http404("No such invite.") from None
+    return get_object_or_404(circle.invites.select_related("circle"), pk=invite_id)
+
+
+def join_requests_waiting_for_user(*, user: AbstractBaseUser) -> QuerySet[JoinRequest]:
+    """The user's own requests still waiting for a circle's owner (circle names only they asked for)."""
+    return (
+        JoinRequest.objects.filter(user=user, status=JoinRequestStatus.PENDING)
+        .select_related("circle", "circle__owner")
+        .order_by("-created_at")
+    )
+
+
+def circle_pending_request_counts(*, user: AbstractBaseUser) -> dict[uuid.UUID, int]:
+    """For each circle the user owns: how many join requests wait for them."""
+    return dict(
+        JoinRequest.objects.filter(circle__owner=user, status=JoinRequestStatus.PENDING)
+        .values("circle_id")
+        .annotate(count=Count("pk"))
+        .values_list("circle_id", "count")
+    )
+
+
+def consent_audience_labels(*, owner: AbstractBaseUser, audiences: list[str]) -> dict[str, str]:
+    """A label for each audience in a consent history: "My agents", or the circle's name.
+
+    Only circles the owner belongs to are named; any other audience (a deleted
+    circle, one they left) is "a former circle", never another circle's name.
+    """
+    names = {
+        circle_audience(circle.pk): circle.name
+        for circle in circle_list_for_user(user=owner).filter(
+            pk__in=[
+                audience.removeprefix(CIRCLE_AUDIENCE_PREFIX)
+                for audience in set(audiences)
+                if audience.startswith(CIRCLE_AUDIENCE_PREFIX)
+            ]
+        )
+    }
+    return {
+        audience: "My agents" if audience == AGENTS_AUDIENCE else names.get(audience, "a former circle")
+        for audience in audiences
+    }
+
+
+# --- My consents: what a linked person decides, per journal and audience ----------------------
+
+
+@dataclass
+class LinkedAudience:
+    consent: AudienceConsent
+    memory_count: int  # how many of the owner's memories they are in, for this audience: a count only
+
+
+@dataclass
+class LinkedPerson:
+    person: Person
+    audiences: list[LinkedAudience]
+    pending_requests: list
+
+
+@dataclass
+class LinkedJournal:
+    owner: AbstractBaseUser
+    people: list[LinkedPerson]
+
+
+def linked_consents_for_user(*, user: AbstractBaseUser) -> list[LinkedJournal]:
+    """Every journal that links `user`, with each audience's consent and counts (never memory text).
+
+    Counts per audience: for `agents`, the owner's memories the person is in (as a
+    participant or who told it); for a circle, those of them shared into it.
+    """
+    from agents.models import ConsentRequest, ConsentRequestStatus
+    from memories.models import Memory
+
+    people = (
+        Person.objects.filter(linked_user=user, is_self=False)
+        .exclude(owner=user)
+        .select_related("owner")
+        .order_by("owner__username", "display_name", "pk")
+    )
+    journals: dict[int, LinkedJournal] = {}
+    for person in people:
+        involving = Memory.objects.filter(owner_id=person.owner_id).filter(
+            Q(participants__person=person) | Q(source_person=person)
+        )
+        audiences = []
+        for consent in person_audience_consents(person=person):
+            in_scope = involving
+            if consent.circle is not None:
+                in_scope = involving.filter(shares__circle=consent.circle)
+            audiences.append(LinkedAudience(consent=consent, memory_count=in_scope.distinct().count()))
+        requests = list(
+            ConsentRequest.objects.filter(person=person, status=ConsentRequestStatus.PENDING).select_related(
+                "agent"
+            )
+        )
+        journal = journals.setdefault(person.owner_id, LinkedJournal(owner=person.owner, people=[]))
+        journal.people.append(LinkedPerson(person=person, audiences=audiences, pending_requests=requests))
+    return list(journals.values())
+
+
+def linked_person_get(*, user: AbstractBaseUser, person_id: object) -> Person:
+    """A person (in someone else's journal) linked to `user`, or 404."""
+    try:
+        uuid.UUID(str(person_id))
+    except ValueError:
+        raise Http404("No such person.") from None
+    return get_object_or_404(
+        Person.objects.filter(linked_user=user, is_self=False).exclude(owner=user).select_related("owner"),
+        pk=person_id,
+    )
+
+
+def linked_person_audiences(*, person: Person) -> set[str]:
+    """The audiences a linked person may decide for: their owner's agents and the owner's circles."""
+    return {consent.audience for consent in person_audience_consents(person=person)}

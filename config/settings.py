@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "agents",
     "portability",
     "circles",
+    "inbox",
 ]
 
 MIDDLEWARE = [
@@ -149,6 +150,8 @@ SPECTACULAR_SETTINGS = {
         "ParticipantRoleEnum": "memories.models.ParticipantRole",
         "AgentRoleEnum": "agents.models.AgentRole",
         "TokenKindEnum": "accounts.models.TokenKind",
+        "MembershipRoleEnum": "circles.models.MembershipRole",
+        "JoinRequestStatusEnum": "circles.models.JoinRequestStatus",
     },
 }
 

@@ -160,3 +160,35 @@ class ConsentEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.person_name}: {self.old_status} → {self.new_status} ({self.audience})"
+
+
+class PersonLinkInvite(models.Model):
+    """An invitation to link a Person to the account of the person themself.
+
+    Only the token's hash is stored; the link is shown once. Single use: accepting
+    sets Person.linked_user and marks it used.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="link_invites")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"link invite for {self.person_id}"
+
+    @property
+    def is_open(self) -> bool:
+        from django.utils import timezone as tz
+
+        return self.used_at is None and self.revoked_at is None and self.expires_at > tz.now()

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import hashlib
+import secrets
 import uuid
+from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -18,6 +21,7 @@ from people.models import (
     Person,
     PersonConsent,
     PersonKind,
+    PersonLinkInvite,
     circle_audience,
 )
 
@@ -135,6 +139,7 @@ def person_set_consent(
     if actor_kind not in ConsentActor.values:
         raise ValidationError({"actor": "Unknown actor."})
     audience = audience_validate(audience)
+    _check_who_decides(person=person, status=status, actor=actor, actor_kind=actor_kind)
     reason = (reason or "").strip()
     if len(reason) > MAX_REASON_LENGTH:
         raise ValidationError({"reason": f"A reason is at most {MAX_REASON_LENGTH} characters."})
@@ -167,6 +172,16 @@ def person_set_consent(
             audience=audience,
             defaults={"status": status, "reason": reason, "updated_by": actor_kind},
         )
+    if actor_kind == ConsentActor.SELF:
+        from inbox.models import NotificationKind
+        from inbox.services import notify
+
+        notify(
+            recipient=person.owner_id,
+            kind=NotificationKind.CONSENT_CHANGED,
+            text=f"{locked.display_name} set their consent for {audience_label(audience)} to {status}.",
+            url=f"/people/{person.pk}/",
+        )
     return ConsentEvent.objects.create(
         person=person,
         person_name=locked.display_name,
@@ -179,6 +194,177 @@ def person_set_consent(
         surface=surface,
         reason=reason,
     )
+
+
+def person_is_linked(person: Person) -> bool:
+    """Linked to someone else's account: then that person decides their own consent."""
+    return (
+        person.linked_user_id is not None and person.linked_user_id != person.owner_id and not person.is_self
+    )
+
+
+def _check_who_decides(
+    *, person: Person, status: str, actor: AbstractBaseUser | None, actor_kind: str
+) -> None:
+    if actor_kind == ConsentActor.SELF:
+        if not person_is_linked(person) or actor is None or actor.pk != person.linked_user_id:
+            raise PermissionDenied(
+                "Only the person themself, signed in to their linked account, decides here."
+            )
+        return
+    if status == ConsentStatus.GRANTED and person_is_linked(person):
+        raise PermissionDenied(
+            f"{person.display_name} decides their own consent: you can revoke it or reset it to pending, "
+            "but only they can grant it."
+        )
+
+
+def audience_label(audience: str) -> str:
+    """ "agents" → "your agents" wording for messages; a circle by name when it still exists."""
+    if audience == AGENTS_AUDIENCE:
+        return "their agents"
+    from django.apps import apps
+
+    circle_model = apps.get_model("circles", "Circle")
+    circle = circle_model.objects.filter(pk=audience[len(CIRCLE_AUDIENCE_PREFIX) :]).first()
+    return f"the circle {circle.name}" if circle is not None else "a circle"
+
+
+# --- linking a person to their own account ----------------------------------------------
+
+LINK_INVITE_DAYS = 14
+
+
+class LinkInvalid(ValidationError):
+    """A link token that cannot be used; the message says why."""
+
+
+def _link_token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def person_link_invite_create(*, person: Person, by: AbstractBaseUser) -> tuple[PersonLinkInvite, str]:
+    """A single-use invitation (token shown once, stored hashed) for the person to link their account."""
+    if person.owner_id != by.pk:
+        raise PermissionDenied("Only the journal's owner can invite a person to link.")
+    if person.is_self:
+        raise ValidationError("Self is you: it is already linked to your account.")
+    if person_is_linked(person):
+        raise ValidationError(f"{person.display_name} is already linked to an account.")
+    token = secrets.token_urlsafe(32)
+    invite = PersonLinkInvite.objects.create(
+        person=person,
+        token_hash=_link_token_hash(token),
+        created_by=by,
+        expires_at=timezone.now() + timedelta(days=LINK_INVITE_DAYS),
+    )
+    return invite, token
+
+
+def person_link_invite_revoke(*, invite: PersonLinkInvite, by: AbstractBaseUser) -> PersonLinkInvite:
+    if invite.person.owner_id != by.pk:
+        raise PermissionDenied("Only the journal's owner can withdraw this invitation.")
+    if invite.revoked_at is None and invite.used_at is None:
+        invite.revoked_at = timezone.now()
+        invite.save(update_fields=["revoked_at"])
+    return invite
+
+
+def person_link_invite_check(*, token: str) -> PersonLinkInvite:
+    invite = (
+        PersonLinkInvite.objects.select_related("person", "person__owner")
+        .filter(token_hash=_link_token_hash((token or "").strip()))
+        .first()
+    )
+    if invite is None:
+        raise LinkInvalid("This link invitation is not valid. Ask the person who sent it for a new one.")
+    if invite.used_at is not None:
+        raise LinkInvalid("This link invitation has already been used.")
+    if invite.revoked_at is not None:
+        raise LinkInvalid("This link invitation was withdrawn. Ask the person who sent it for a new one.")
+    if invite.expires_at <= timezone.now():
+        raise LinkInvalid("This link invitation has expired. Ask the person who sent it for a new one.")
+    return invite
+
+
+@transaction.atomic
+def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
+    """Link the invitation's person to `user`: from now on they decide their own consent."""
+    invite = person_link_invite_check(token=token)
+    invite = PersonLinkInvite.objects.select_for_update().get(pk=invite.pk)
+    if invite.used_at is not None:
+        raise LinkInvalid("This link invitation has already been used.")
+    person = Person.objects.select_for_update().get(pk=invite.person_id)
+    if person.owner_id == user.pk:
+        raise LinkInvalid("This person is in your own journal: you cannot link yourself to them.")
+    if person.linked_user_id is not None:
+        raise LinkInvalid(f"{person.display_name} is already linked to an account.")
+    now = timezone.now()
+    Person.objects.filter(pk=person.pk).update(linked_user=user)
+    invite.used_at, invite.used_by = now, user
+    invite.save(update_fields=["used_at", "used_by"])
+    person.linked_user = user
+    from inbox.models import NotificationKind
+    from inbox.services import notify
+
+    notify(
+        recipient=person.owner_id,
+        kind=NotificationKind.LINK_ACCEPTED,
+        text=f"{person.display_name} accepted your link invitation: they now decide their own consent.",
+        url=f"/people/{person.pk}/",
+    )
+    return person
+
+
+@transaction.atomic
+def person_unlink(*, person: Person, by: AbstractBaseUser) -> Person:
+    """Either side unlinks. The person's last choices stay; the owner decides again from now on."""
+    locked = Person.objects.select_for_update().get(pk=person.pk)
+    if not person_is_linked(locked) or by.pk not in (locked.owner_id, locked.linked_user_id):
+        raise PermissionDenied("Only the journal's owner or the linked person can unlink.")
+    other = locked.owner_id if by.pk == locked.linked_user_id else locked.linked_user_id
+    Person.objects.filter(pk=person.pk).update(linked_user=None)
+    person.linked_user = None
+    from inbox.models import NotificationKind
+    from inbox.services import notify
+
+    notify(
+        recipient=other,
+        kind=NotificationKind.UNLINKED,
+        text=f"The link for {locked.display_name} was removed; their last consent choices stay.",
+        url=f"/people/{person.pk}/" if other == locked.owner_id else "/me/consents/",
+    )
+    return person
+
+
+@transaction.atomic
+def linked_user_consents_revoke_all(
+    *, user: AbstractBaseUser, reason: str, owner_id: int | None = None
+) -> int:
+    """Revoke every audience of every person linked to `user` (of one journal, or all), as the person.
+
+    Used by "revoke everything for this journal" and when the linked account is
+    deleted (fail closed: nobody can speak for them any more).
+    """
+    people = Person.objects.filter(linked_user=user, is_self=False).exclude(owner=user)
+    if owner_id is not None:
+        people = people.filter(owner_id=owner_id)
+    changed = 0
+    for person in people.order_by("pk"):
+        audiences = {AGENTS_AUDIENCE} | set(
+            PersonConsent.objects.filter(person=person).values_list("audience", flat=True)
+        )
+        for audience in sorted(audiences):
+            if person_set_consent(
+                person=person,
+                status=ConsentStatus.REVOKED,
+                actor=user,
+                reason=reason,
+                audience=audience,
+                actor_kind=ConsentActor.SELF,
+            ):
+                changed += 1
+    return changed
 
 
 class PersonInUse(Exception):

@@ -40,7 +40,7 @@ from memories.models import Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
 from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person
-from people.services import person_create, person_update
+from people.services import linked_user_consents_revoke_all, person_create, person_update
 from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
 from portability.parsing import parse_datetime_value, parse_import
 
@@ -426,6 +426,12 @@ def account_delete(*, user: AbstractBaseUser, password: str) -> None:
     for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator():
         if session.get_decoded().get("_auth_user_id") == user_id:
             session.delete()
+    # Where others' journals link to this account, nobody can speak for the person
+    # any more: every consent they held there becomes revoked (fail closed), in
+    # those journals' histories, before the link itself goes with the account.
+    linked_user_consents_revoke_all(
+        user=user, reason="Their account was deleted: no one can decide for them any more."
+    )
     try:
         # Participants PROTECT their person (a person must never silently leave a
         # memory), so the memories, and with them their participants, go first.
