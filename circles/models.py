@@ -12,6 +12,9 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from pgvector.django import HalfVectorField, HnswIndex
+
+from memories.models import EMBEDDING_DIMENSIONS
 
 CIRCLE_NAME_MAX_LENGTH = 80
 CIRCLE_DESCRIPTION_MAX_LENGTH = 1000
@@ -118,16 +121,53 @@ class JoinRequest(models.Model):
 
 
 class MemoryShare(models.Model):
-    """A memory shared into a circle. No share, no reader but the owner."""
+    """A memory shared into a circle. No share, no reader but the owner.
+
+    The last four fields are a hint kept by database triggers (circles migration
+    0002), never written by Python: `blocked_count` counts the memory's people
+    (participants, and who told it) not granted for this circle's audience (Self
+    counts as granted), and `owner`, `occurred_at` and `embedding` (half precision)
+    copy the memory's. They let a circle's timeline and vector search walk only
+    the shares that can pass; the gate in memories/retrieval.py still filters
+    every row, so a wrong count could only make a result smaller, never leak.
+    """
 
     memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="shares")
     circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="shares")
     shared_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     shared_at = models.DateTimeField(auto_now_add=True)
+    blocked_count = models.IntegerField(default=1, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        editable=False,
+        related_name="+",
+    )
+    occurred_at = models.DateTimeField(null=True, editable=False)
+    embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["memory", "circle"], name="one_share_per_circle")]
-        indexes = [models.Index(fields=["circle", "memory"], name="memory_share_circle_idx")]
+        indexes = [
+            models.Index(fields=["circle", "memory"], name="memory_share_circle_idx"),
+            # The circle's timeline, newest first, and the count of open shares.
+            models.Index(
+                fields=["circle", "-occurred_at"],
+                include=["blocked_count", "owner"],
+                name="memory_share_timeline",
+            ),
+            HnswIndex(
+                fields=["embedding"],
+                condition=models.Q(blocked_count=0),
+                name="memory_share_open_hnsw",
+                m=24,
+                ef_construction=128,
+                opclasses=["halfvec_cosine_ops"],
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.memory_id} in {self.circle_id}"

@@ -648,48 +648,120 @@ def _fused_hits(
 
 # --- circles: the members' case of the gate ------------------------------------------
 
-# Circles with at most this many shares get exact vector search over the circle's
-# gate (a circle's shares are its candidates; measured by bench_retrieval --circle).
-CIRCLE_EXACT_MAX_SHARES = 2_000
+# A circle's search first counts the shares that can pass for its viewers
+# (MemoryShare.blocked_count = 0, or the viewer's own), a hint kept by triggers
+# like the agents' count: up to this many, exact search among them, ranked on the
+# shares' half-precision copies and re-ranked at full precision through the gate;
+# more: the HNSW index of open shares (memory_share_open_hnsw).
+CIRCLE_EXACT_CANDIDATES_MAX = 2_000
+CIRCLE_COUNT_CAP = 20_000
+CIRCLE_ANN_EF_SEARCH = 100
+CIRCLE_ANN_SPARSE_EF_SEARCH = 200
 CIRCLE_ANN_MAX_SCAN_TUPLES = 6_000
 
 
-def _circle_share_count(circle_id: uuid.UUID | str, cap: int) -> int:
+def _share_table() -> str:
     from circles.models import MemoryShare
 
+    return MemoryShare._meta.db_table
+
+
+def _circle_open_shares(circle_id: uuid.UUID | str, viewers: list[int]) -> tuple[str, list]:
+    """SQL condition (on alias s) for the circle's shares that may pass for these viewers, per the hint."""
+    return (
+        "s.circle_id = %s AND (s.blocked_count = 0 OR s.owner_id = ANY(%s))",
+        [str(circle_id), viewers],
+    )
+
+
+def _circle_open_count(circle_id: uuid.UUID | str, viewers: list[int], cap: int) -> int:
+    condition, params = _circle_open_shares(circle_id, viewers)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {MemoryShare._meta.db_table} "
-            "WHERE circle_id = %s LIMIT %s) shared",
-            [str(circle_id), cap + 1],
+            f"SELECT count(*) FROM (SELECT 1 FROM {_share_table()} s WHERE {condition} LIMIT %s) open",
+            [*params, cap + 1],
         )
         return cursor.fetchone()[0]
 
 
+def _among_open_shares(
+    scope: QuerySet[Memory], circle_id: uuid.UUID | str, viewers: list[int]
+) -> QuerySet[Memory]:
+    condition, params = _circle_open_shares(circle_id, viewers)
+    return scope.filter(
+        RawSQL(
+            f"{Memory._meta.db_table}.id = ANY(ARRAY(SELECT s.memory_id FROM {_share_table()} s "
+            f"WHERE {condition}))",
+            params,
+            output_field=BooleanField(),
+        )
+    )
+
+
 def _circle_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], *, circle_id: uuid.UUID | str, limit: int
+    scope: QuerySet[Memory],
+    embedding: Sequence[float],
+    *,
+    circle_id: uuid.UUID | str,
+    viewers: list[int],
+    limit: int,
 ) -> list[tuple[uuid.UUID, float]]:
     """Nearest memories among what the circle's viewers may see (`scope`: circle_visible_memories).
 
-    Few shares: exact search, the gate in the WHERE clause. Many: the HNSW index of
-    all memories with an iterative relaxed-order scan (the gate filters inside the
-    scan, so LIMIT k counts only memories that passed), re-sorted; an exact pass
-    fills a short answer when the circle is not too big.
+    Strategy from the maintained share count (a hint; `scope` still decides):
+    none open → []; few → exact among them; many → the open shares' HNSW index,
+    with the viewers' own blocked shares (the owner always sees their own)
+    searched exactly beside it; a short answer is filled by exact search when the
+    circle is not too big.
     """
-    shared = _circle_share_count(circle_id, EXACT_FALLBACK_MAX_MEMORIES)
-    if shared == 0:
+    open_count = _circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP)
+    if open_count == 0:
         return []
-    if shared <= CIRCLE_EXACT_MAX_SHARES:
-        return _exact_neighbours(scope, embedding, limit)
-    _set_hnsw(ef_search=max(limit * ANN_OVERFETCH, ANN_EF_SEARCH), max_scan_tuples=CIRCLE_ANN_MAX_SCAN_TUPLES)
-    rows = _by_distance(
-        scope.filter(embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by("distance")
-        .values_list("pk", "distance")[: limit * ANN_OVERFETCH]
-    )[:limit]
-    if len(rows) < limit and shared <= EXACT_FALLBACK_MAX_MEMORIES:
-        return _exact_neighbours(scope, embedding, limit)
+    vector = Vector(embedding).to_text()
+    condition, params = _circle_open_shares(circle_id, viewers)
+    if open_count <= CIRCLE_EXACT_CANDIDATES_MAX:
+        fetch = limit * EXACT_CANDIDATES_OVERFETCH
+        with connection.cursor() as cursor:
+            # + 0: a sort over these few, never the HNSW index (see _open_candidates_neighbours).
+            cursor.execute(
+                f"SELECT s.memory_id FROM {_share_table()} s WHERE {condition} AND s.embedding IS NOT NULL "
+                "ORDER BY (s.embedding <=> %s::halfvec) + 0, s.memory_id LIMIT %s",
+                [*params, vector, fetch],
+            )
+            candidates = [row[0] for row in cursor.fetchall()]
+        rows = _exact_neighbours(scope.filter(pk__in=candidates), embedding, limit)
+        if len(rows) < limit and open_count > fetch:
+            return _exact_neighbours(_among_open_shares(scope, circle_id, viewers), embedding, limit)
+        return rows
+    sparse = open_count <= OPEN_ANN_SPARSE_MAX
+    _set_hnsw(
+        ef_search=max(limit * ANN_OVERFETCH, CIRCLE_ANN_SPARSE_EF_SEARCH if sparse else CIRCLE_ANN_EF_SEARCH),
+        max_scan_tuples=CIRCLE_ANN_MAX_SCAN_TUPLES,
+    )
+    visible = scope.filter(embedding__isnull=False).order_by().values_list("pk", "embedding")
+    scope_sql, scope_params = visible.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"JOIN {_share_table()} s ON s.memory_id = visible.id "
+            "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
+            "ORDER BY s.embedding <=> %s::halfvec LIMIT %s",
+            [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
+        )
+        rows = list(cursor.fetchall())
+    own_blocked = scope.filter(
+        RawSQL(
+            f"{Memory._meta.db_table}.id = ANY(ARRAY(SELECT s.memory_id FROM {_share_table()} s "
+            "WHERE s.circle_id = %s AND s.blocked_count > 0 AND s.owner_id = ANY(%s)))",
+            [str(circle_id), viewers],
+            output_field=BooleanField(),
+        )
+    )
+    rows += _exact_neighbours(own_blocked, embedding, limit)
+    rows = _by_distance(rows)[:limit]
+    if len(rows) < limit and open_count <= EXACT_FALLBACK_MAX_MEMORIES:
+        return _exact_neighbours(_among_open_shares(scope, circle_id, viewers), embedding, limit)
     return rows
 
 
@@ -709,9 +781,10 @@ def circle_memory_search(
     embedding = _check_embedding(query_embedding) if query_embedding is not None else _embed_query(query)
     depth = max(limit, FUSION_DEPTH_MIN)
     with transaction.atomic():
-        scope = circle_visible_memories(circle_id, viewer_ids)
+        viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
+        scope = circle_visible_memories(circle_id, viewers)
         nearest = (
-            _circle_neighbours(scope, embedding, circle_id=circle_id, limit=depth)
+            _circle_neighbours(scope, embedding, circle_id=circle_id, viewers=viewers, limit=depth)
             if embedding is not None
             else []
         )
@@ -720,11 +793,23 @@ def circle_memory_search(
 
 
 def circle_memory_timeline(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]) -> QuerySet[Memory]:
-    """What the viewers may see in the circle, newest first, with people and owners loaded."""
+    """What the viewers may see in the circle, newest first, with people and owners loaded.
+
+    Walks the circle's shares newest first (memory_share_timeline, the share's
+    copy of the memory's date) and skips, by the maintained count, those that
+    cannot pass before the gate is evaluated: a first page reads a few dozen
+    shares, not all of them. The gate (circle_visible_memories) still decides.
+    """
+    viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
+    scope = circle_visible_memories(circle_id, viewers).filter(
+        Q(shares__circle_id=circle_id) & (Q(shares__blocked_count=0) | Q(shares__owner_id__in=viewers))
+    )
     return (
-        _with_people(circle_visible_memories(circle_id, viewer_ids))
+        _with_people(scope)
         .select_related("owner")
-        .order_by("-occurred_at", "-created_at", "pk")
+        .defer("embedding", "search_vector")  # never shown; reading and parsing them costs
+        .annotate(shared_occurred_at=F("shares__occurred_at"))
+        .order_by(F("shared_occurred_at").desc(), "-created_at", "pk")
     )
 
 

@@ -1,0 +1,184 @@
+"""The circles' maintained hint (MemoryShare.blocked_count and copies) and why it cannot leak.
+
+The expected counts are recomputed here from the rows, independently of the
+triggers of circles migration 0002.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from circles.models import CircleMembership, MemoryShare
+from circles.services import circle_create
+from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
+from memories.retrieval import circle_memory_search, circle_memory_timeline, circle_visible_memories
+from memories.services import ParticipantSpec, memory_create
+from people.models import ConsentStatus, Person, PersonConsent
+from people.services import person_create, person_set_consent
+
+pytestmark = pytest.mark.django_db
+
+
+def expected_counts() -> dict:
+    granted = {
+        (person_id, audience)
+        for person_id, audience in PersonConsent.objects.filter(status=ConsentStatus.GRANTED).values_list(
+            "person_id", "audience"
+        )
+    }
+    selves = set(Person.objects.filter(is_self=True).values_list("pk", flat=True))
+
+    def ok(person_id, circle_id) -> bool:
+        return person_id in selves or (person_id, f"circle:{circle_id}") in granted
+
+    counts = {}
+    for share in MemoryShare.objects.select_related("memory"):
+        count = sum(
+            not ok(person_id, share.circle_id)
+            for person_id in MemoryParticipant.objects.filter(memory_id=share.memory_id).values_list(
+                "person_id", flat=True
+            )
+        )
+        source = share.memory.source_person_id
+        count += source is not None and not ok(source, share.circle_id)
+        counts[share.pk] = count
+    return counts
+
+
+def assert_hint_exact() -> None:
+    assert dict(MemoryShare.objects.values_list("pk", "blocked_count")) == expected_counts()
+    for share in MemoryShare.objects.select_related("memory"):
+        assert share.owner_id == share.memory.owner_id
+        assert share.occurred_at == share.memory.occurred_at
+        assert (share.embedding is None) == (share.memory.embedding is None)
+
+
+def unit(seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).standard_normal(EMBEDDING_DIMENSIONS)
+    return list(vector / np.linalg.norm(vector))
+
+
+STATUSES = [ConsentStatus.GRANTED, ConsentStatus.PENDING, ConsentStatus.REVOKED]
+operation = st.one_of(
+    st.tuples(
+        st.just("create"), st.lists(st.integers(0, 3), max_size=2, unique=True), st.none() | st.integers(0, 3)
+    ),
+    st.tuples(st.just("consent"), st.integers(0, 3), st.sampled_from(STATUSES), st.integers(0, 1)),
+    st.tuples(st.just("share"), st.integers(0, 5), st.integers(0, 1)),
+    st.tuples(st.just("unshare"), st.integers(0, 5), st.integers(0, 1)),
+    st.tuples(st.just("add"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("remove"), st.integers(0, 5), st.integers(0, 3)),
+    st.tuples(st.just("source"), st.integers(0, 5), st.none() | st.integers(0, 3)),
+    st.tuples(st.just("embed"), st.integers(0, 5), st.none() | st.integers(0, 3)),
+    st.tuples(st.just("redate"), st.integers(0, 5), st.integers(1, 900)),
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=st.lists(operation, max_size=14))
+def test_share_counts_and_copies_stay_exact_under_any_sequence_of_changes(alice, operations):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    with transaction.atomic():
+        circles = [circle_create(owner=alice, name="One"), circle_create(owner=alice, name="Two")]
+        people = [person_create(owner=alice, display_name=f"P{n}") for n in range(3)]
+        people.append(Person.objects.get(owner=alice, is_self=True))
+        memories: list[Memory] = []
+        for name, *args in operations:
+            if name == "create":
+                first, second = args
+                memories.append(
+                    memory_create(
+                        owner=alice,
+                        body="a day",
+                        source_person=None if second is None else people[second],
+                        participants=[ParticipantSpec(person=people[n]) for n in first],
+                    )
+                )
+            elif name == "consent":
+                index, status, circle = args
+                if not people[index].is_self:
+                    person_set_consent(
+                        person=people[index], status=status, actor=alice, audience=circles[circle].audience
+                    )
+            elif not memories:
+                continue
+            else:
+                memory = memories[args[0] % len(memories)]
+                if name == "share":
+                    MemoryShare.objects.get_or_create(memory=memory, circle=circles[args[1]], shared_by=alice)
+                elif name == "unshare":
+                    MemoryShare.objects.filter(memory=memory, circle=circles[args[1]]).delete()
+                elif name == "add":
+                    MemoryParticipant.objects.get_or_create(memory=memory, person=people[args[1]])
+                elif name == "remove":
+                    MemoryParticipant.objects.filter(memory=memory, person=people[args[1]]).delete()
+                elif name == "source":
+                    Memory.objects.filter(pk=memory.pk).update(
+                        source_person=None if args[1] is None else people[args[1]]
+                    )
+                elif name == "embed":
+                    Memory.objects.filter(pk=memory.pk).update(
+                        embedding=None if args[1] is None else unit(args[1])
+                    )
+                elif name == "redate":
+                    Memory.objects.filter(pk=memory.pk).update(
+                        occurred_at=timezone.now() - timedelta(days=args[1])
+                    )
+            assert_hint_exact()
+        transaction.set_rollback(True)
+
+
+# --- the count is a hint: wrong either way, never a leak ------------------------------------
+
+
+def _force(share: MemoryShare, value: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE circles_memoryshare SET blocked_count = %s WHERE id = %s", [value, share.pk])
+
+
+def test_a_count_too_low_does_not_show_a_blocked_memory(alice, bob, family):
+    carol = person_create(owner=alice, display_name="Carol")
+    memory = memory_create(
+        owner=alice, body="lantern walk", sensitivity="public", participants=[ParticipantSpec(person=carol)]
+    )
+    Memory.objects.filter(pk=memory.pk).update(embedding=unit(1))
+    share = MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)  # carol: pending
+    share.refresh_from_db()
+    assert share.blocked_count == 1
+    _force(share, 0)
+    assert not circle_visible_memories(family.pk, [bob.pk]).exists()
+    assert list(circle_memory_timeline(family.pk, [bob.pk])) == []
+    assert circle_memory_search(family.pk, [bob.pk], "lantern", query_embedding=unit(1)) == []
+
+
+def test_a_count_too_high_only_makes_the_result_smaller(alice, bob, family):
+    memory = memory_create(owner=alice, body="lantern walk", sensitivity="public")
+    share = MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)
+    assert [m.pk for m in circle_memory_timeline(family.pk, [bob.pk])] == [memory.pk]
+    _force(share, 3)
+    assert list(circle_memory_timeline(family.pk, [bob.pk])) == []
+    # The owner still sees their own, whatever the count says.
+    assert [m.pk for m in circle_memory_timeline(family.pk, [alice.pk])] == [memory.pk]
+
+
+def test_the_timeline_walks_shares_newest_first(alice, bob, family):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    made = []
+    for days in (5, 1, 3):
+        memory = memory_create(owner=alice, body=f"{days} days ago", sensitivity="public")
+        Memory.objects.filter(pk=memory.pk).update(occurred_at=now - timedelta(days=days))
+        MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)
+        made.append((days, memory.pk))
+    assert [m.pk for m in circle_memory_timeline(family.pk, [bob.pk])] == [pk for _, pk in sorted(made)]
+    assert CircleMembership.objects.filter(circle=family, user=bob).exists()
