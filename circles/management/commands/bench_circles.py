@@ -159,7 +159,7 @@ class Command(BaseCommand):
                 return [
                     memory_id
                     for memory_id, _ in retrieval._circle_neighbours(
-                        scope, query, circle_id=circle.pk, limit=limit
+                        scope, query, circle_id=circle.pk, viewers=viewer, limit=limit
                     )
                 ]
 
