@@ -225,9 +225,10 @@ LLM_API_KEY = env("LLM_API_KEY", default="")
 LLM_MODEL = env("LLM_MODEL", default="gpt-4o-mini")
 # Seconds to wait for the server (connect, and each read); a slow local model needs more.
 LLM_TIMEOUT = env.float("LLM_TIMEOUT", default=60.0)
-# With an LLM configured, a kind left to Keepsake is also asked of the LLM (the memory's
-# text is sent to it) after the rules' answer is saved; false keeps the rules only.
-MEMORY_KIND_LLM = env.bool("MEMORY_KIND_LLM", default=True)
+# With an LLM configured and this on, a kind left to Keepsake is also asked of the LLM (the
+# memory's text is sent to it) after the rules' answer is saved. Off by default; even on, a
+# sensitive memory or one hidden from agents is never sent (memories/kind_inference.py).
+MEMORY_KIND_LLM = env.bool("MEMORY_KIND_LLM", default=False)
 # How many consent-gated memories one chat turn hands to the agent.
 AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 

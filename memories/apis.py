@@ -33,6 +33,13 @@ from people.selectors import person_list
 PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 NOT_FOUND = error_response("Unknown memory (or another owner's, or hidden from this agent).")
 AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
+# Left out or null: memory_create / memory_update work it out from the text, the one
+# inference path the web form's "Work it out" uses too (memories.lifecycle). A value given is kept.
+KIND_HELP = "Left out or null: worked out from the text, exactly as the web form does."
+SENSITIVITY_HELP = (
+    "Left out or null: worked out from the text, exactly as the web form does (health, money, work "
+    "trouble, sex life, sexuality, religion, politics, … make it sensitive). A value given is kept."
+)
 CONSENT_GATED_HELP = (
     "True when results went through the consent gate: always for agent tokens, and for owners "
     "who asked for respect_consent."
@@ -199,8 +206,16 @@ class MemoryListApi(APIView):
         occurred_at = serializers.DateTimeField(
             required=False, allow_null=True, default=None, help_text="When it happened; defaults to now."
         )
-        kind = serializers.ChoiceField(choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
-        sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
+        kind = serializers.ChoiceField(
+            choices=MemoryKind.choices, required=False, allow_null=True, default=None, help_text=KIND_HELP
+        )
+        sensitivity = serializers.ChoiceField(
+            choices=Sensitivity.choices,
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text=SENSITIVITY_HELP,
+        )
         source_person = serializers.UUIDField(
             required=False, allow_null=True, default=None, help_text="Who told me; null = I saw it myself."
         )
@@ -283,8 +298,17 @@ class MemoryDetailApi(APIView):
         body = serializers.CharField(max_length=50_000)
         title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
         occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-        kind = serializers.ChoiceField(choices=MemoryKind.choices, default=MemoryKind.KNOWLEDGE)
-        sensitivity = serializers.ChoiceField(choices=Sensitivity.choices, default=Sensitivity.PERSONAL)
+        # PUT without them (or null) works them out from the new text; PATCH without them keeps them.
+        kind = serializers.ChoiceField(
+            choices=MemoryKind.choices, required=False, allow_null=True, default=None, help_text=KIND_HELP
+        )
+        sensitivity = serializers.ChoiceField(
+            choices=Sensitivity.choices,
+            required=False,
+            allow_null=True,
+            default=None,
+            help_text=SENSITIVITY_HELP,
+        )
         source_person = serializers.UUIDField(required=False, allow_null=True, default=None)
         # Required on PUT: silently dropping participants would widen what agents may see.
         participants = ParticipantInputSerializer(

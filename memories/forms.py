@@ -60,8 +60,9 @@ class MemoryForm(forms.Form):
     # Shown once under the kind and sensitivity pickers (too long for a narrow column each).
     work_it_out_help = (
         "“Work it out” guesses from your words: “remind me” makes a task, “loves” a preference, "
-        "“went to” an event, otherwise knowledge; health, money, legal matters, a break-up or "
-        "passwords make it sensitive. Your own choice wins. Kinds with days leave your agents' "
+        "“went to” an event, otherwise knowledge; health, money, trouble at work, sex, sexuality, "
+        "religion, politics, legal matters, a break-up, a confidence or passwords make it sensitive. "
+        "Your own choice wins. Kinds with days leave your agents' "
         "view that long after the memory's date; you keep them."
     )
 

@@ -3,9 +3,15 @@
 When the owner leaves the kind to Keepsake, memories.lifecycle picks one with
 readable rules at save time, so the memory is usable (and its expiry known) at
 once. If an OpenAI-compatible LLM is configured (LLM_BASE_URL, agents/llm.py)
-and MEMORY_KIND_LLM is on, the save also queues memories.tasks.infer_kind_with_llm,
-which asks the LLM for one kind and stores it only if nothing was saved since:
+and MEMORY_KIND_LLM is on (it is off by default), the save also queues
+memories.tasks.infer_kind_with_llm, which asks the LLM for one kind and stores
+it only if nothing was saved since:
 
+- Only text the owner's agents may already read goes to the LLM: a memory that
+  is `sensitive`, or that the consent gate (memories.retrieval.agent_visible_memories)
+  hides from agents, is never sent, whatever MEMORY_KIND_LLM says. The check runs
+  at save time (nothing is queued) and again in the task right before the call,
+  on fresh rows, since consent or sensitivity may have changed in between.
 - Queued only by a save that inferred the kind (kind None or "" given to
   memory_create / memory_update). An explicit kind never reaches the LLM, and an
   edit that keeps the kind shown on the form is an explicit choice too: there is
@@ -15,9 +21,6 @@ which asks the LLM for one kind and stores it only if nothing was saved since:
   an explicit kind, even a re-save) wins, and a redelivered task changes nothing.
 - Anything the LLM says that is not exactly one kind, a timeout or an error
   leaves the rules' kind in place (logged without the memory's text).
-
-This is the owner's own text classified for the owner, not an agent surface, so
-the consent gate does not apply; the README says the text goes to the LLM.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from django.db import transaction
 
 from agents.llm import LLMError, chat_completion, llm_config
 from memories.lifecycle import memory_apply_expiry
-from memories.models import Memory, MemoryKind
+from memories.models import Memory, MemoryKind, Sensitivity
+from memories.retrieval import agent_visible_memories
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,18 @@ _DECORATION = " \t\r\n.,;:!\"'`*"
 
 def kind_llm_enabled() -> bool:
     return bool(settings.MEMORY_KIND_LLM) and llm_config() is not None
+
+
+def kind_llm_may_read(*, memory_id: uuid.UUID, owner_id: int, sensitivity: str) -> bool:
+    """Whether this memory's text may go to the LLM: never when sensitive or hidden from agents.
+
+    The LLM is an outside service, so it gets no more than the owner's agents
+    would: the same consent gate (pending or revoked people, expiry, replaced
+    memories) decides, plus sensitivity, which the gate leaves to the owner.
+    """
+    if sensitivity == Sensitivity.SENSITIVE:
+        return False
+    return agent_visible_memories(owner_id).filter(pk=memory_id).exists()
 
 
 def parse_kind_reply(reply: str) -> str | None:
@@ -93,11 +109,15 @@ def llm_classify_kind(*, title: str, body: str) -> str | None:
 def memory_request_kind_inference(*, memory: Memory) -> None:
     """After commit, queue the LLM's second opinion on a kind the rules just inferred.
 
-    Called by memory_create / memory_update inside their transaction. Does nothing
-    without an LLM or with MEMORY_KIND_LLM off. The publish never raises
-    (memories.tasks.enqueue logs instead); a lost message just leaves the rules' kind.
+    Called by memory_create / memory_update inside their transaction, after the
+    participants are written (the gate reads them). Does nothing without an LLM,
+    with MEMORY_KIND_LLM off, or for a memory the LLM may not read. The publish
+    never raises (memories.tasks.enqueue logs instead); a lost message just leaves
+    the rules' kind.
     """
     if not kind_llm_enabled():
+        return
+    if not kind_llm_may_read(memory_id=memory.pk, owner_id=memory.owner_id, sensitivity=memory.sensitivity):
         return
     from memories import tasks
 
@@ -109,15 +129,23 @@ def memory_apply_llm_kind(*, memory_id: uuid.UUID, saved_at: datetime) -> str | 
     """Store the LLM's kind for this memory if it is still as the queuing save left it.
 
     Returns the kind stored, or None when nothing changed (memory deleted or saved
-    again since, LLM off or failing, or it agreed with the rules).
+    again since, now sensitive or hidden from agents, LLM off or failing, or it
+    agreed with the rules).
     """
     seen = (
         Memory.objects.filter(id=memory_id, updated_at=saved_at)
-        .values("title", "body", "kind", "occurred_at", "expired_at")
+        .values("owner_id", "sensitivity", "title", "body", "kind", "occurred_at", "expired_at")
         .first()
     )
     if seen is None:
         return None  # deleted, or saved again: that save decided the kind
+    # Consent may have been revoked since the save queued this: ask the gate again, now.
+    if not kind_llm_may_read(memory_id=memory_id, owner_id=seen["owner_id"], sensitivity=seen["sensitivity"]):
+        logger.info(
+            "Memory %s: not sent to the LLM (sensitive or hidden from agents), the rules' kind stays.",
+            memory_id,
+        )
+        return None
     kind = llm_classify_kind(title=seen["title"], body=seen["body"])
     if kind is None or kind == seen["kind"]:
         return None

@@ -16,8 +16,10 @@ from django.utils import timezone
 from config.celery import app as celery_app
 from memories import tasks
 from memories.kind_inference import KIND_PROMPT, parse_kind_reply
-from memories.models import Memory, MemoryKind
-from memories.services import memory_create, memory_update
+from memories.models import Memory, MemoryKind, Sensitivity
+from memories.services import ParticipantSpec, memory_create, memory_update
+from people.models import ConsentStatus
+from people.services import person_create, person_set_consent
 from tests.agents import conftest as agent_fixtures
 from tests.conftest import broker_url_with_db
 from tests.memories.test_tasks import queued_messages
@@ -29,6 +31,12 @@ llm_stub = agent_fixtures.llm_stub
 
 # Not the database test_tasks.py or test_worker.py publish to: those may run at the same time.
 KIND_BROKER_DB = 13
+
+
+@pytest.fixture(autouse=True)
+def kind_llm_on(settings):
+    """MEMORY_KIND_LLM is off by default; these tests are about what happens when the owner turns it on."""
+    settings.MEMORY_KIND_LLM = True
 
 
 @pytest.fixture
@@ -232,3 +240,78 @@ def test_without_an_llm_for_kinds_no_task_is_queued(
 )
 def test_only_a_single_known_kind_word_is_accepted(reply, kind):
     assert parse_kind_reply(reply) == kind
+
+
+# --- What the LLM may read: never more than the agents ------------------------------------
+
+
+def test_kind_llm_is_off_unless_turned_on():
+    from config import settings as project_settings
+
+    assert project_settings.MEMORY_KIND_LLM is False
+
+
+def _bob(alice, status=ConsentStatus.GRANTED):
+    bob = person_create(owner=alice, display_name="Bob")
+    if status != ConsentStatus.PENDING:
+        person_set_consent(person=bob, status=status, actor=alice)
+    return bob
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda alice: {"body": ERRAND, "sensitivity": Sensitivity.SENSITIVE}, id="chosen-sensitive"
+        ),
+        pytest.param(
+            lambda alice: {"body": "Pick up Bob's prescription from the shop"}, id="inferred-sensitive"
+        ),
+        pytest.param(
+            lambda alice: {
+                "body": ERRAND,
+                "participants": [ParticipantSpec(_bob(alice, ConsentStatus.PENDING))],
+            },
+            id="pending-person",
+        ),
+        pytest.param(
+            lambda alice: {"body": ERRAND, "source_person": _bob(alice, ConsentStatus.REVOKED)},
+            id="revoked-source",
+        ),
+    ],
+)
+def test_a_memory_agents_may_not_see_or_a_sensitive_one_never_reaches_the_llm(
+    alice, llm_stub, kind_broker, django_capture_on_commit_callbacks, make
+):
+    llm_stub.reply = "task"
+    with django_capture_on_commit_callbacks(execute=True):
+        memory = memory_create(owner=alice, **make(alice))
+
+    assert inference_messages(kind_broker) == []  # nothing queued
+    assert run_task(memory) is None  # and a task queued anyway (an old message) does not send it
+    assert llm_stub.requests == []
+    assert Memory.objects.get(pk=memory.pk).kind == memory.kind
+
+
+def test_consent_revoked_after_the_save_stops_the_queued_task_from_sending_the_text(
+    alice, llm_stub, kind_broker, django_capture_on_commit_callbacks
+):
+    llm_stub.reply = "task"
+    bob = _bob(alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        memory = memory_create(owner=alice, body=ERRAND, participants=[ParticipantSpec(bob)])
+    assert inference_messages(kind_broker) == [[str(memory.pk), memory.updated_at.isoformat()]]
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+
+    assert run_task(memory) is None
+    assert llm_stub.requests == []
+    assert Memory.objects.get(pk=memory.pk).kind == MemoryKind.KNOWLEDGE
+
+
+def test_a_memory_agents_see_with_everyone_consenting_is_sent(alice, llm_stub):
+    llm_stub.reply = "task"
+    memory = memory_create(owner=alice, body=ERRAND, participants=[ParticipantSpec(_bob(alice))])
+
+    assert run_task(memory) == MemoryKind.TASK
+    assert len(llm_stub.requests) == 1

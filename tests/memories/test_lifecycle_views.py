@@ -76,7 +76,9 @@ def test_quick_add_offers_work_it_out_first_and_selected(alice_client):
         select = select[: select.index("</select>")]
         assert select[select.index("<option") :].startswith('<option value="" selected>Work it out</option>')
     assert "“remind me” makes a task, “loves” a preference" in html
-    assert "health, money, legal matters, a break-up or passwords make it sensitive" in html
+    assert (
+        "religion, politics, legal matters, a break-up, a confidence or passwords make it sensitive" in html
+    )
     # Short-lived kinds say how long agents may use them.
     assert ">Event (30 days)</option>" in html and ">Knowledge</option>" in html
 
