@@ -72,6 +72,8 @@ class AgentChatApi(APIView):
     other agent answers 404 — for that token it does not exist, and a 403 would
     confirm the id. Chatting writes only the conversation's messages; consent and
     memories stay out of reach (AgentTokensReadOnly guards every other write).
+    An owner token's reply may name people the question mentioned who have not
+    consented; an agent token's never does (the reply would confirm they exist).
     """
 
     class InputSerializer(serializers.Serializer):
@@ -114,7 +116,8 @@ class AgentChatApi(APIView):
         },
     )
     def post(self, request: Request, agent_id) -> Response:
-        agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
+        asking_agent = request_agent(request)
+        agent = agent_get(owner=request.user, agent_id=agent_id, only=asking_agent)
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         conversation = None
@@ -128,5 +131,6 @@ class AgentChatApi(APIView):
             text=serializer.validated_data["message"],
             conversation=conversation,
             surface=AccessSurface.API,
+            asked_by_agent=asking_agent is not None,
         )
         return Response(self.OutputSerializer(turn).data)

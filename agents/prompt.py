@@ -5,6 +5,8 @@ memory_search(respect_consent=True) returned, the owner's earlier questions in
 this conversation and the new question. Earlier *replies* are deliberately left
 out: they quote memories that were visible when they were written, and consent
 may have been revoked since. The owner's own questions are theirs to repeat.
+Nothing about people the gate withheld goes in: the chat's notice naming them is
+added to the owner's copy of the reply after the model has answered.
 """
 
 from __future__ import annotations

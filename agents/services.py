@@ -190,7 +190,11 @@ def _names(people: list[Person]) -> str:
 
 
 def consent_notice(people: list[Person]) -> str:
-    """What the reply says about withheld people: who, never what."""
+    """What the reply tells the owner about withheld people: who, never what.
+
+    For the owner's eyes only: it is added to the reply after the model answered, so
+    it is never in a prompt, and a turn asked by the agent itself gets none (see chat_turn).
+    """
     if not people:
         return ""
     subject = "they have" if len(people) > 1 else f"{people[0].display_name} has"
@@ -243,12 +247,19 @@ def chat_turn(
     text: str,
     conversation: Conversation | None = None,
     surface: str = AccessSurface.CHAT,
+    asked_by_agent: bool = False,
 ) -> ChatTurn:
     """Ask `agent` one question: gated retrieval, prompt, LLM (or offline), both messages saved.
 
     The question is committed before the model is called, so a timeout or an
     error loses nothing: the failure is saved as an assistant message flagged
     `is_error`. Every memory handed to the agent gets an AccessLog row.
+
+    `asked_by_agent` is true when the caller is the agent itself (its own token), not
+    the owner. Then nothing about withheld people is looked up or said: the notice
+    would confirm to the agent that someone it named exists and has not consented. The
+    reply depends only on what the gate let through, so it is the same whether a person
+    named in the question is withheld or does not exist at all.
     """
     text = (text or "").strip()
     if not text:
@@ -275,7 +286,7 @@ def chat_turn(
 
     memories = _gated_memories_for(owner=owner, question=text)
     access_log_record(owner=owner, memories=memories, surface=surface, agent=agent)
-    withheld = person_mentions_withheld(owner=owner, text=text)
+    withheld = [] if asked_by_agent else person_mentions_withheld(owner=owner, text=text)
 
     config = llm_config()
     is_error = False

@@ -28,7 +28,7 @@ from memories.retrieval import agent_visible_memories, memory_search, memory_sim
 from memories.selectors import MemoryFilters, memory_apply_filters, memory_get, memory_list
 from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
 from people.models import ConsentStatus, Person
-from people.selectors import person_list
+from people.selectors import person_list, person_list_for_agents
 
 PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 NOT_FOUND = error_response("Unknown memory (or another owner's, or hidden from this agent).")
@@ -128,6 +128,17 @@ def _participant_specs(request: Request, participants: list[dict]) -> list[Parti
         ParticipantSpec(person=people[p["person"]], role=p.get("role", ParticipantRole.SUBJECT))
         for p in participants
     ]
+
+
+def _filter_person(request: Request, person_id) -> Person:
+    """The person a list is narrowed to. For an agent, someone hidden from it is as unknown as no one."""
+    if request_agent(request) is None:
+        person = _owner_people(request, [person_id]).get(person_id)
+    else:
+        person = person_list_for_agents(owner=request.user).filter(pk=person_id).first()
+    if person is None:
+        raise serializers.ValidationError({"person": ["Unknown person."]})
+    return person
 
 
 def _source_person(request: Request, person_id) -> Person | None:
@@ -234,11 +245,7 @@ class MemoryListApi(APIView):
         params = self.FilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         data = params.validated_data
-        person = None
-        if "person" in data:
-            person = _owner_people(request, [data["person"]]).get(data["person"])
-            if person is None:
-                raise serializers.ValidationError({"person": ["Unknown person."]})
+        person = _filter_person(request, data["person"]) if "person" in data else None
         filters = MemoryFilters(
             person=person, kind=data.get("kind"), date_from=data.get("date_from"), date_to=data.get("date_to")
         )

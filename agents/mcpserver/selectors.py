@@ -18,6 +18,7 @@ from memories.models import Memory, MemoryParticipant
 from memories.retrieval import agent_visible_memories
 from memories.selectors import MemoryFilters, memory_apply_filters
 from people.models import Person
+from people.selectors import person_list_for_agents
 
 
 def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
@@ -29,38 +30,25 @@ def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
     )
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _alias_matches(pattern: str, *, partial: bool) -> RawSQL:
-    # aliases is a text[]: match any element, case-insensitively, in SQL.
-    condition = "alias ILIKE %s" if partial else "lower(alias) = lower(%s)"
+def _has_alias(name: str) -> RawSQL:
+    # aliases is a text[]: any element equal to `name`, case-insensitively, in SQL.
     return RawSQL(
-        f"EXISTS (SELECT 1 FROM unnest(people_person.aliases) AS alias WHERE {condition})",
-        (pattern,),
+        "EXISTS (SELECT 1 FROM unnest(people_person.aliases) AS alias WHERE lower(alias) = lower(%s))",
+        (name,),
         output_field=BooleanField(),
     )
 
 
 def mcp_people_named(*, owner: AbstractBaseUser, name: str, limit: int = 5) -> list[Person]:
-    """The owner's people called `name` (display name or alias, any case).
+    """The people an agent may know of called exactly `name` (display name or alias, any case).
 
-    Exact matches win; only when there are none do partial matches ("Bob" for
-    "Bob Marsh") count. At most `limit` people, in display-name order.
+    Only whole names match: a fragment would let an agent probe hidden aliases letter
+    by letter. People who have not granted consent are not searched at all, so a
+    hidden person and no one give the same answer. At most `limit`, by display name.
     """
-    people = Person.objects.filter(owner=owner)
-    exact = people.annotate(alias_match=_alias_matches(name, partial=False)).filter(
-        Q(display_name__iexact=name) | Q(alias_match=True)
-    )
-    found = list(exact.order_by("display_name", "pk")[:limit])
-    if found:
-        return found
-    pattern = f"%{_escape_like(name)}%"
-    partial = people.annotate(alias_match=_alias_matches(pattern, partial=True)).filter(
-        Q(display_name__icontains=name) | Q(alias_match=True)
-    )
-    return list(partial.order_by("display_name", "pk")[:limit])
+    people = person_list_for_agents(owner=owner).annotate(alias_match=_has_alias(name))
+    named = people.filter(Q(display_name__iexact=name) | Q(alias_match=True))
+    return list(named.order_by("display_name", "pk")[:limit])
 
 
 def mcp_person_memories(*, owner: AbstractBaseUser, person: Person, limit: int) -> tuple[list[Memory], int]:

@@ -34,9 +34,9 @@ logger = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Keepsake is the user's personal memory journal. These tools read it on behalf of one of the "
     "user's agents, and only ever return memories that every person in them has consented to share "
-    "with agents. A person who has not consented is reported only as 'not consented': say so plainly, "
-    "and do not guess or draw conclusions about them. Every memory you receive is recorded in the "
-    "journal's access log."
+    "with agents. People who have not consented are unknown to these tools: looking one up answers "
+    "exactly as for a name nobody has, so do not guess or draw conclusions about anyone you are not "
+    "shown. Every memory you receive is recorded in the journal's access log."
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -111,11 +111,14 @@ async def search_memories(
 
 @server.tool(name="get_person", annotations=READ_ONLY)
 async def get_person(
-    name: Annotated[str, Field(description="The person's (or pet's) name or one of their aliases.")],
+    name: Annotated[
+        str, Field(description="The person's (or pet's) whole name or one of their aliases, in any case.")
+    ],
 ) -> dict[str, Any]:
     """Look someone up by name: who they are, the owner's notes and their recent memories.
 
-    A person who has not consented is reported only as "not consented", with nothing else.
+    Only people who have consented to share with agents are found; anyone else gets the
+    same "No one called ..." answer as a name nobody has.
     """
     return await _call_tool(tools.get_person, name=name)
 

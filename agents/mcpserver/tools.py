@@ -31,10 +31,15 @@ MAX_QUERY_LENGTH = 1000
 MAX_NAME_LENGTH = 200
 PERSON_MEMORY_LIMIT = 20
 TIMELINE_DEFAULT_LIMIT = 50
-NOT_CONSENTED = "not consented"
 # The same words for a memory that does not exist, is another owner's, or is gated out:
 # an agent must not learn that a hidden memory exists.
 MEMORY_NOT_FOUND = "Memory not found."
+# Likewise for a person: no one by that name, or someone who has not consented (an
+# agent must not learn they exist), or only part of a name.
+PERSON_NOT_FOUND = (
+    "No one called {name!r} is shared with agents. Use a whole name or alias; "
+    "people who have not consented are never shown."
+)
 
 
 class ToolInputError(ValueError):
@@ -102,9 +107,7 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10) -> dict[
 
 
 def _person_out(token: AccessToken, person: Person) -> tuple[dict[str, Any], list[Memory]]:
-    if not person.is_consenting:
-        # Pending and revoked look alike, and nothing else about them is told.
-        return {"name": person.display_name, "consent": NOT_CONSENTED}, []
+    # Only people who granted consent reach this (mcp_people_named searches no one else).
     memories, memory_count = mcp_person_memories(owner=token.owner, person=person, limit=PERSON_MEMORY_LIMIT)
     return {
         "name": person.display_name,
@@ -122,7 +125,7 @@ def get_person(*, token: AccessToken, name: str) -> dict[str, Any]:
     with transaction.atomic():
         people = mcp_people_named(owner=token.owner, name=name)
         if not people:
-            raise ToolInputError(f"No one called {name!r} in this journal.")
+            raise ToolInputError(PERSON_NOT_FOUND.format(name=name))
         shown: list[dict[str, Any]] = []
         handed_out: list[Memory] = []
         for person in people:

@@ -2,8 +2,8 @@
 
 For random people (granted, pending or revoked) and memories involving random
 subsets of them, every tool must hand out exactly what a small, independent
-statement of the policy allows, log exactly what it handed out, and say nothing
-about a person who has not consented beyond "not consented". The transports are
+statement of the policy allows, log exactly what it handed out, and answer for a
+person who has not consented exactly as for someone who does not exist. The transports are
 tested in test_mcp.py; here the tool code is called directly so that many worlds
 fit in one test.
 """
@@ -111,10 +111,18 @@ def test_every_tool_hands_out_exactly_what_the_policy_allows(world):
     handed_out += [memory["id"] for memory in window["memories"]]
 
     for index, person in enumerate(people):
-        (shown,) = tools.get_person(token=token, name=f"ALIAS{index}")["people"]
         if statuses[index] != ConsentStatus.GRANTED:
-            assert shown == {"name": person.display_name, "consent": "not consented"}
+            # Someone who has not consented is answered like no one at all.
+            hidden_name, unknown_name = f"ALIAS{index}", f"ALIAS{index + len(people)}"
+            with pytest.raises(tools.ToolInputError) as hidden:
+                tools.get_person(token=token, name=hidden_name)
+            with pytest.raises(tools.ToolInputError) as nobody:
+                tools.get_person(token=token, name=unknown_name)
+            answer = str(hidden.value).replace(hidden_name, "NAME")
+            assert answer == str(nobody.value).replace(unknown_name, "NAME")
+            assert person.display_name not in answer
             continue
+        (shown,) = tools.get_person(token=token, name=f"ALIAS{index}")["people"]
         expected = {
             str(memory.pk)
             for memory, spec in memories
@@ -133,8 +141,7 @@ def test_every_tool_hands_out_exactly_what_the_policy_allows(world):
             with pytest.raises(tools.ToolInputError, match="^Memory not found.$"):
                 tools.privacy_audit(token=token, memory_id=str(memory.pk))
 
-    # Names of people who have not consented never appear in anything a tool returned
-    # about memories (get_person's own "not consented" line aside).
+    # Names of people who have not consented never appear in anything a tool returned.
     everything = json.dumps([found, window])
     for index, person in enumerate(people):
         if statuses[index] != ConsentStatus.GRANTED:

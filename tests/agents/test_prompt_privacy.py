@@ -4,13 +4,17 @@ Every prompt the chat sends is recorded by a real local HTTP stub. Each world ha
 people with random consent and memories with random participants; every memory
 carries a distinctive random token and names its participants in its text, so a
 leak of its text or of a non-consenting person's name would show up verbatim.
-Questions are made of shared vocabulary only, never of names: a name the owner
-types is theirs to send.
+Questions mix shared vocabulary with people's names and aliases: a name the owner
+(or the agent, through its token) types is theirs to send, so it may reach the model
+inside the question, and nowhere else.
 
 The expected prompt contents come from a few lines of plain Python (the policy,
 independently of the SQL gate): a memory may be shown when every participant
 and its source have consent `granted`; it is shown for a question when it shares
-a word with it (full text, ORed words; nothing is embedded in these worlds).
+a word with it (full text, ORed words, names included; nothing is embedded in
+these worlds). The reply tells the owner who is withheld (people without consent,
+in some memory, named in the question), and tells an agent asking with its own
+token nothing of the kind.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class WorldPlan:
     people: list[PersonPlan]
     memories: list[MemoryPlan]
     questions: list[list[str]]
+    asked_by_agent: list[bool]
 
 
 @st.composite
@@ -87,12 +92,11 @@ def worlds(draw) -> WorldPlan:
                 token=tokens[2 * person_count + i], words=words, participants=participants, source=source
             )
         )
-    questions = draw(
-        st.lists(
-            st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=3, unique=True), min_size=1, max_size=3
-        )
-    )
-    return WorldPlan(people=people, memories=memories, questions=questions)
+    names = [person.name for person in people] + [person.alias for person in people]
+    words = st.sampled_from(VOCABULARY) | st.sampled_from(names)
+    questions = draw(st.lists(st.lists(words, min_size=1, max_size=3, unique=True), min_size=1, max_size=3))
+    asked_by_agent = draw(st.lists(st.booleans(), min_size=len(questions), max_size=len(questions)))
+    return WorldPlan(people=people, memories=memories, questions=questions, asked_by_agent=asked_by_agent)
 
 
 def _may_be_shown(plan: WorldPlan, memory: MemoryPlan) -> bool:
@@ -101,6 +105,25 @@ def _may_be_shown(plan: WorldPlan, memory: MemoryPlan) -> bool:
     if memory.source is not None:
         involved.append(memory.source)
     return all(plan.people[index].consent == ConsentStatus.GRANTED for index in involved)
+
+
+def _matches(plan: WorldPlan, memory: MemoryPlan, words: list[str]) -> bool:
+    """Full text: the memory's words and the names of the people in it (its body names them)."""
+    named = {plan.people[index].name.lower() for index in memory.participants if index >= 0}
+    return bool({word.lower() for word in words} & (set(memory.words) | named))
+
+
+def _withheld(plan: WorldPlan, words: list[str]) -> set[str]:
+    """Who the owner is told about: no consent, in some memory (or told one), named in the question."""
+    involved = {index for memory in plan.memories for index in memory.participants if index >= 0}
+    involved |= {memory.source for memory in plan.memories if memory.source is not None}
+    asked = {word.lower() for word in words}
+    return {
+        plan.people[index].name
+        for index in involved
+        if plan.people[index].consent != ConsentStatus.GRANTED
+        and asked & {plan.people[index].name.lower(), plan.people[index].alias.lower()}
+    }
 
 
 def _build(plan: WorldPlan):
@@ -138,23 +161,40 @@ def test_no_prompt_ever_holds_a_gated_memory_or_a_non_consenting_persons_name(db
             owner, memories = _build(plan)
             agent = Agent.objects.get(owner=owner, name="Reviewer")
             conversation = None
-            for words in plan.questions:
+            asked: list[str] = []
+            for words, asked_by_agent in zip(plan.questions, plan.asked_by_agent, strict=True):
                 question = " ".join(words) + "?"
-                turn = chat_turn(owner=owner, agent=agent, text=question, conversation=conversation)
+                asked.append(question)
+                turn = chat_turn(
+                    owner=owner,
+                    agent=agent,
+                    text=question,
+                    conversation=conversation,
+                    asked_by_agent=asked_by_agent,
+                )
                 conversation = turn.conversation
                 prompt = json.dumps(llm_stub.requests[-1])
 
                 expected = {
                     memory_plan.token
                     for memory_plan in plan.memories
-                    if _may_be_shown(plan, memory_plan) and set(memory_plan.words) & set(words)
+                    if _may_be_shown(plan, memory_plan) and _matches(plan, memory_plan, words)
                 }
                 sent = {memory_plan.token for memory_plan in plan.memories if memory_plan.token in prompt}
                 assert sent == expected
+                # Names typed in this or an earlier question are the asker's own words.
+                for text in asked:
+                    prompt = prompt.replace(text, "")
+                reply = turn.reply.content
                 for person_plan in plan.people:
                     if person_plan.consent != ConsentStatus.GRANTED:
-                        assert person_plan.name.lower() not in prompt.lower()
-                        assert person_plan.alias.lower() not in prompt.lower()
+                        for name in (person_plan.name.lower(), person_plan.alias.lower()):
+                            assert name not in prompt.lower()
+                            if asked_by_agent:
+                                assert name not in reply.lower()
+                told = {person.display_name for person in turn.withheld_people}
+                assert told == (set() if asked_by_agent else _withheld(plan, words))
+                assert ("not consented" in reply) == bool(told)
                 logged = set(
                     AccessLog.objects.filter(
                         owner=owner, created_at__gte=turn.question.created_at

@@ -17,8 +17,8 @@ from agents.models import Agent
 CALLERS = ["owner", "session", "agent", "anonymous", "mallory"]
 # Words that only appear in Alice's journal: Mallory must never see any of them.
 ALICE_ONLY = ["Bob", "Carol", "Dana", "tulips", "diagnosis", "river", "scripts"]
-# Hidden from Alice's agents: the memory with Bob (pending) and Bob's notes.
-HIDDEN_FROM_AGENT = ["diagnosis", "Bob's private notes", "Bobby"]
+# Hidden from Alice's agents: the memory with Bob (pending), and Bob himself (he has not consented).
+HIDDEN_FROM_AGENT = ["diagnosis", "Bob", "Bobby"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,19 @@ CALLS = [
         _expect(201, 403, 201),
         body=lambda w: {"display_name": "Frank"},
     ),
-    Call("person retrieve", "get", lambda w: f"/api/v1/people/{w.bob.pk}/", _expect(200, 200, 404)),
+    Call(
+        "person retrieve (consented)",
+        "get",
+        lambda w: f"/api/v1/people/{w.carol.pk}/",
+        _expect(200, 200, 404),
+    ),
+    # Bob has not consented: to an agent he does not exist.
+    Call(
+        "person retrieve (not consented)",
+        "get",
+        lambda w: f"/api/v1/people/{w.bob.pk}/",
+        _expect(200, 404, 404),
+    ),
     Call(
         "person put",
         "put",

@@ -230,9 +230,12 @@ def test_agent_list_holds_only_gated_memories_and_counts_only_those(agent_api, w
     assert body["consent_gated"] is True
     assert _ids(body["results"]) == {str(world.memory_with_carol.pk), str(world.memory_alone.pk)}
     assert body["count"] == 2
-    # Filtering by a person who has not consented finds nothing, not an error that hints.
-    by_bob = agent_api.get("/api/v1/memories/", {"person": str(world.bob.pk)}).json()
-    assert by_bob["results"] == [] and by_bob["count"] == 0
+    # A person who has not consented is, as a filter, exactly like an id nobody has:
+    # an empty page for Bob beside a 400 for nobody would tell the agent he exists.
+    by_bob = agent_api.get("/api/v1/memories/", {"person": str(world.bob.pk)})
+    by_nobody = agent_api.get("/api/v1/memories/", {"person": "00000000-0000-4000-8000-000000000000"})
+    assert (by_bob.status_code, by_bob.json()) == (400, {"person": ["Unknown person."]})
+    assert (by_nobody.status_code, by_nobody.json()) == (by_bob.status_code, by_bob.json())
 
 
 def test_owner_list_is_never_gated(owner_api, world) -> None:

@@ -21,26 +21,28 @@ def test_owner_lists_everyone_with_notes_and_memory_counts(owner_api, world) -> 
     assert people["Self"]["is_self"] is True
 
 
-def test_agent_never_sees_notes_or_aliases_of_people_who_have_not_consented(agent_api, world) -> None:
+def test_agent_sees_only_people_who_granted_consent_and_no_counts_or_edit_times(agent_api, world) -> None:
     body = agent_api.get("/api/v1/people/").json()
 
     people = _by_name(body["results"])
     assert body["consent_gated"] is True
-    assert people["Bob"]["consent_status"] == "pending"
-    assert people["Bob"]["notes"] is None and people["Bob"]["aliases"] is None
+    assert set(people) == {"Self", "Carol"}
     assert people["Carol"]["notes"] == "Carol likes tulips"
     assert people["Carol"]["aliases"] == ["Caz"]
     assert all(person["memory_count"] is None for person in people.values())
-    detail = agent_api.get(f"/api/v1/people/{world.bob.pk}/").json()
-    assert detail["notes"] is None and detail["aliases"] is None
+    assert all(person["updated_at"] is None for person in people.values())
+    hidden = agent_api.get(f"/api/v1/people/{world.bob.pk}/")
+    assert hidden.status_code == 404
+    assert "Bob" not in hidden.content.decode()
 
 
-def test_agent_stops_seeing_notes_the_moment_consent_is_revoked(owner_api, agent_api, world) -> None:
+def test_agent_stops_seeing_a_person_the_moment_consent_is_revoked(owner_api, agent_api, world) -> None:
     assert agent_api.get(f"/api/v1/people/{world.carol.pk}/").json()["notes"] == "Carol likes tulips"
 
     owner_api.post(f"/api/v1/people/{world.carol.pk}/consent/", {"status": "revoked"})
 
-    assert agent_api.get(f"/api/v1/people/{world.carol.pk}/").json()["notes"] is None
+    assert agent_api.get(f"/api/v1/people/{world.carol.pk}/").status_code == 404
+    assert "Carol" not in agent_api.get("/api/v1/people/").content.decode()
 
 
 def test_created_person_starts_pending_even_if_the_client_asks_otherwise(owner_api, world) -> None:
