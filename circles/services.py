@@ -33,6 +33,7 @@ from circles.models import (
     MemoryShare,
 )
 from memories.models import Memory
+from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person, PersonConsent, circle_audience
 
 INVITE_DEFAULT_DAYS = 14
@@ -342,3 +343,43 @@ def circle_access_log_record(
     ]
     if rows:
         AccessLog.objects.bulk_create(rows)
+
+
+# --- writing from a circle's page -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CircleMemory:
+    memory: Memory
+    refused: ShareRefused | None  # set when the memory was saved but stayed private
+
+
+def circle_memory_create(
+    *,
+    circle: Circle,
+    owner: AbstractBaseUser,
+    body: str,
+    title: str = "",
+    sensitivity: str | None = None,
+    people: Iterable[Person] = (),
+) -> CircleMemory:
+    """Write a memory into the owner's journal and share it into the circle (context inheritance).
+
+    The memory is saved first and stays in the journal whatever happens next: if
+    someone in it has not consented to the circle, the share is refused (nothing
+    shared) and the refusal, naming them, is returned rather than raised.
+    """
+    if not CircleMembership.objects.filter(circle=circle, user=owner).exists():
+        raise PermissionDenied("You can only write into circles you belong to.")
+    memory = memory_create(
+        owner=owner,
+        body=body,
+        title=title,
+        sensitivity=sensitivity,
+        participants=[ParticipantSpec(person=person) for person in people],
+    )
+    try:
+        memory_share(memory=memory, circle=circle, by=owner)
+    except ShareRefused as refused:
+        return CircleMemory(memory=memory, refused=refused)
+    return CircleMemory(memory=memory, refused=None)

@@ -15,5 +15,6 @@ urlpatterns = [
     # MCP Streamable HTTP; without the slash too, since a redirect would lose the POST.
     re_path(r"^mcp/?$", mcp_endpoint, name="mcp"),
     path("agents/", include("agents.urls")),
+    path("circles/", include("circles.urls")),
     path("", include("memories.urls")),
 ]
