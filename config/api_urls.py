@@ -6,6 +6,24 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.apis import TokenListApi, TokenRevokeApi
 from agents.apis import AgentChatApi, AgentDetailApi, AgentListApi
+from circles.apis import (
+    CircleDetailApi,
+    CircleInviteDetailApi,
+    CircleInviteListApi,
+    CircleJoinRequestApproveApi,
+    CircleJoinRequestDeclineApi,
+    CircleJoinRequestListApi,
+    CircleListApi,
+    CircleMemberDetailApi,
+    CircleMemberListApi,
+    CircleMemoryDetailApi,
+    CircleMemoryListApi,
+    InviteAcceptApi,
+    MemoryAuditApi,
+    MemoryShareDetailApi,
+    MemoryShareListApi,
+    PersonAudienceConsentsApi,
+)
 from memories.apis import MemoryDetailApi, MemoryListApi, MemorySearchApi, MemorySimilarApi
 from people.apis import PersonConsentApi, PersonConsentEventListApi, PersonDetailApi, PersonListApi
 
@@ -24,10 +42,54 @@ v1_patterns = [
         PersonConsentEventListApi.as_view(),
         name="api-person-consent-events",
     ),
+    path(
+        "people/<uuid:person_id>/consents/", PersonAudienceConsentsApi.as_view(), name="api-person-consents"
+    ),
     path("memories/", MemoryListApi.as_view(), name="api-memories"),
     path("memories/search/", MemorySearchApi.as_view(), name="api-memory-search"),
     path("memories/<uuid:memory_id>/", MemoryDetailApi.as_view(), name="api-memory"),
     path("memories/<uuid:memory_id>/similar/", MemorySimilarApi.as_view(), name="api-memory-similar"),
+    path("memories/<uuid:memory_id>/shares/", MemoryShareListApi.as_view(), name="api-memory-shares"),
+    path(
+        "memories/<uuid:memory_id>/shares/<uuid:circle_id>/",
+        MemoryShareDetailApi.as_view(),
+        name="api-memory-share",
+    ),
+    path("memories/<uuid:memory_id>/audit/", MemoryAuditApi.as_view(), name="api-memory-audit"),
+    path("circles/", CircleListApi.as_view(), name="api-circles"),
+    path("circles/<uuid:circle_id>/", CircleDetailApi.as_view(), name="api-circle"),
+    path("circles/<uuid:circle_id>/members/", CircleMemberListApi.as_view(), name="api-circle-members"),
+    path(
+        "circles/<uuid:circle_id>/members/<int:user_id>/",
+        CircleMemberDetailApi.as_view(),
+        name="api-circle-member",
+    ),
+    path("circles/<uuid:circle_id>/invites/", CircleInviteListApi.as_view(), name="api-circle-invites"),
+    path(
+        "circles/<uuid:circle_id>/invites/<uuid:invite_id>/",
+        CircleInviteDetailApi.as_view(),
+        name="api-circle-invite",
+    ),
+    path(
+        "circles/<uuid:circle_id>/requests/", CircleJoinRequestListApi.as_view(), name="api-circle-requests"
+    ),
+    path(
+        "circles/<uuid:circle_id>/requests/<uuid:request_id>/approve/",
+        CircleJoinRequestApproveApi.as_view(),
+        name="api-circle-request-approve",
+    ),
+    path(
+        "circles/<uuid:circle_id>/requests/<uuid:request_id>/decline/",
+        CircleJoinRequestDeclineApi.as_view(),
+        name="api-circle-request-decline",
+    ),
+    path("circles/<uuid:circle_id>/memories/", CircleMemoryListApi.as_view(), name="api-circle-memories"),
+    path(
+        "circles/<uuid:circle_id>/memories/<uuid:memory_id>/",
+        CircleMemoryDetailApi.as_view(),
+        name="api-circle-memory",
+    ),
+    path("invites/<str:token>/accept/", InviteAcceptApi.as_view(), name="api-invite-accept"),
     path("agents/", AgentListApi.as_view(), name="api-agents"),
     path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
     path("agents/<uuid:agent_id>/chat/", AgentChatApi.as_view(), name="api-agent-chat"),

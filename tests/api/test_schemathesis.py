@@ -29,8 +29,12 @@ from schemathesis.specs.openapi.checks import (
 
 from accounts.models import AccessToken
 from agents.models import Agent
+from circles.models import Circle, CircleMembership
+from circles.services import circle_create, invite_accept, invite_create, join_request_approve, memory_share
 from memories.models import Memory
-from people.models import Person
+from people.models import ConsentStatus, Person
+from people.services import person_set_consent
+from tests.factories import UserFactory
 
 CHECKS = [
     not_a_server_error,
@@ -57,6 +61,36 @@ def wsgi_app() -> Iterator[object]:
         request_finished.connect(close_old_connections)
 
 
+@pytest.fixture
+def circle_world(world):
+    """Alice's circle "Book club": a member, two shared memories, an invite and a request waiting."""
+    circle = circle_create(owner=world.alice, name="Book club")
+    join_request_approve(
+        request=invite_accept(token=invite_create(circle=circle, by=world.alice).token, user=UserFactory()),
+        by=world.alice,
+    )
+    invite_accept(token=invite_create(circle=circle, by=world.alice).token, user=UserFactory())
+    person_set_consent(
+        person=world.carol, status=ConsentStatus.GRANTED, actor=world.alice, audience=circle.audience
+    )
+    for memory in (world.memory_with_carol, world.memory_alone):
+        memory_share(memory=memory, circle=circle, by=world.alice)
+    return circle
+
+
+def _circle_contents(world) -> dict[str, dict[str, list[str]]]:
+    """For each of Alice's circles, the ids that live in it: members, invites, requests, shared memories."""
+    return {
+        str(circle.pk): {
+            "user_id": [str(pk) for pk in circle.memberships.values_list("user_id", flat=True)],
+            "invite_id": [str(pk) for pk in circle.invites.values_list("pk", flat=True)],
+            "request_id": [str(pk) for pk in circle.join_requests.values_list("pk", flat=True)],
+            "memory_id": [str(pk) for pk in circle.shares.values_list("memory_id", flat=True)],
+        }
+        for circle in Circle.objects.filter(memberships__user=world.alice)
+    }
+
+
 def _existing_ids(world) -> dict[str, list[str]]:
     return {
         "person_id": [
@@ -69,6 +103,12 @@ def _existing_ids(world) -> dict[str, list[str]]:
         "token_id": [
             str(pk) for pk in AccessToken.objects.filter(owner=world.alice).values_list("pk", flat=True)
         ],
+        "circle_id": [
+            str(pk)
+            for pk in CircleMembership.objects.filter(user=world.alice)
+            .order_by("joined_at")
+            .values_list("circle_id", flat=True)
+        ],
     }
 
 
@@ -80,12 +120,25 @@ def _maybe_existing(value: object, candidates: list[str]) -> object:
     return value if slot == len(candidates) else candidates[slot]
 
 
-def _point_at_real_objects(case, ids: dict[str, list[str]]) -> None:
-    for name, value in list((case.path_parameters or {}).items()):
-        case.path_parameters[name] = _maybe_existing(value, ids.get(name, []))
+def _point_at_real_objects(case, ids: dict[str, list[str]], world, kept_circle: Circle) -> None:
+    params = case.path_parameters or {}
+    inside: dict[str, list[str]] = {}
+    if "circle_id" in params:
+        # Ids inside a circle (its members, invites, requests, memories) are taken from the same circle.
+        circles = ids["circle_id"]
+        if case.method.upper() == "DELETE" and case.path.endswith("/circles/{circle_id}/"):
+            # Deleting the fixture's circle would leave the operations after it only 404s.
+            circles = [pk for pk in circles if pk != str(kept_circle.pk)]
+        params["circle_id"] = _maybe_existing(params["circle_id"], circles)
+        inside = _circle_contents(world).get(str(params["circle_id"]), {})
+    for name, value in list(params.items()):
+        if name != "circle_id":
+            params[name] = _maybe_existing(value, inside.get(name) or ids.get(name, []))
     if isinstance(case.query, dict) and "person" in case.query:
         case.query["person"] = _maybe_existing(case.query["person"], ids["person_id"])
     if isinstance(case.body, dict):
+        if case.body.get("circle"):
+            case.body["circle"] = _maybe_existing(case.body["circle"], ids["circle_id"])
         if case.body.get("source_person"):
             case.body["source_person"] = _maybe_existing(case.body["source_person"], ids["person_id"])
         for participant in case.body.get("participants") or []:
@@ -93,7 +146,9 @@ def _point_at_real_objects(case, ids: dict[str, list[str]]) -> None:
                 participant["person"] = _maybe_existing(participant["person"], ids["person_id"])
 
 
-def _run_every_operation(wsgi_app, world, token: str) -> tuple[list[str], dict[str, set[int]]]:
+def _run_every_operation(
+    wsgi_app, world, circle: Circle, token: str
+) -> tuple[list[str], dict[str, set[int]]]:
     schema = schemathesis.openapi.from_wsgi("/api/schema/", wsgi_app)
     failures: list[str] = []
     statuses: dict[str, set[int]] = {}
@@ -111,7 +166,7 @@ def _run_every_operation(wsgi_app, world, token: str) -> tuple[list[str], dict[s
             suppress_health_check=list(HealthCheck),
         )
         def exercise(case) -> None:
-            _point_at_real_objects(case, _existing_ids(world))
+            _point_at_real_objects(case, _existing_ids(world), world, circle)
             response = case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)
             statuses.setdefault(case.operation.label, set()).add(response.status_code)
 
@@ -123,8 +178,8 @@ def _run_every_operation(wsgi_app, world, token: str) -> tuple[list[str], dict[s
     return failures, statuses
 
 
-def test_api_conforms_to_its_schema_for_an_owner_token(wsgi_app, world) -> None:
-    failures, statuses = _run_every_operation(wsgi_app, world, world.owner_token)
+def test_api_conforms_to_its_schema_for_an_owner_token(wsgi_app, world, circle_world) -> None:
+    failures, statuses = _run_every_operation(wsgi_app, world, circle_world, world.owner_token)
 
     assert failures == [], "\n\n".join(failures)
     # The run reached real objects, not only 404s: every owner read succeeded at least once.
@@ -137,8 +192,8 @@ def test_api_conforms_to_its_schema_for_an_owner_token(wsgi_app, world) -> None:
     assert never_ok == []
 
 
-def test_api_conforms_to_its_schema_for_an_agent_token(wsgi_app, world) -> None:
-    failures, statuses = _run_every_operation(wsgi_app, world, world.agent_token)
+def test_api_conforms_to_its_schema_for_an_agent_token(wsgi_app, world, circle_world) -> None:
+    failures, statuses = _run_every_operation(wsgi_app, world, circle_world, world.agent_token)
 
     assert failures == [], "\n\n".join(failures)
     assert statuses["GET /api/v1/memories/"] & {200}

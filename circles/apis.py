@@ -1,0 +1,857 @@
+"""REST API for circles and sharing (SPEC §4, §6 "Sharing").
+
+Isolation: a circle, member, invite, join request, share or memory the caller may
+not see answers 404 — the same body whether it exists or not — on every
+endpoint. 403 is only for a member asking for an owner-only action on a circle
+they belong to. Membership and consent are read fresh on every request (the gate
+reads them in SQL): a removed member's next request is a 404.
+
+Agent tokens get 404 on every endpoint here: circles are between people, and
+agent-to-agent reads (SPEC §4, A2A) come later. Agents never write.
+
+People's per-audience consents live here rather than in people/apis.py because
+the audiences are circles: circles builds on people, never the other way round.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.urls import reverse
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from rest_framework import exceptions, permissions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
+from rest_framework.views import APIView
+
+from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.authentication import request_agent
+from circles.models import (
+    CIRCLE_DESCRIPTION_MAX_LENGTH,
+    CIRCLE_NAME_MAX_LENGTH,
+    Circle,
+    CircleInvite,
+    JoinRequestStatus,
+    MembershipRole,
+)
+from circles.selectors import (
+    circle_get_for_member,
+    circle_invite_get,
+    circle_invites,
+    circle_is_member,
+    circle_join_request_get,
+    circle_join_requests,
+    circle_list_for_user,
+    circle_members,
+    circle_memory_get,
+    circle_timeline,
+    memory_privacy_audit,
+    memory_share_list,
+    person_audience_consents,
+)
+from circles.services import (
+    INVITE_DEFAULT_DAYS,
+    INVITE_MAX_DAYS,
+    InviteInvalid,
+    ShareRefused,
+    circle_access_log_record,
+    circle_create,
+    circle_delete,
+    circle_update,
+    invite_accept,
+    invite_create,
+    invite_revoke,
+    join_request_approve,
+    join_request_decline,
+    membership_remove,
+    memory_share,
+    memory_unshare,
+)
+from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
+from memories.retrieval import MAX_LIMIT, circle_memory_search
+from memories.selectors import memory_get
+from people.apis import ConsentEventOutputSerializer
+from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus, ConsentSurface
+from people.selectors import person_get
+from people.services import audience_validate, person_set_consent
+
+# Deep offsets are refused with a 400 rather than handed to PostgreSQL (which
+# would fail past bigint, and crawl long before).
+MAX_OFFSET = 1_000_000
+
+NOT_FOUND = error_response(
+    "Unknown, or not visible to the caller (not a member, another person's, or an agent token): "
+    "always the same answer."
+)
+OWNER_ONLY = error_response("A member asked for something only the circle's owner may do.")
+
+
+class AgentTokensNotFound(permissions.BasePermission):
+    """Circles do not exist for agent tokens (yet): every endpoint here answers them 404."""
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        if request_agent(request) is not None:
+            raise exceptions.NotFound()
+        return True
+
+
+PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
+
+
+def _owned_circle(request: Request, circle_id, *, action: str) -> Circle:
+    """A circle the caller belongs to (else 404) and owns (else 403 saying what only the owner may do)."""
+    circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+    if circle.owner_id != request.user.pk:
+        raise exceptions.PermissionDenied(f"Only the circle's owner can {action}.")
+    return circle
+
+
+# --- Shared output ------------------------------------------------------------------------------
+class CircleRefSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+
+    class Meta:
+        ref_name = "CircleRef"
+
+
+class UserRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    username = serializers.CharField(source="get_username")
+
+    class Meta:
+        ref_name = "CircleUser"
+
+
+class CircleOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    owner = UserRefSerializer()
+    role = serializers.SerializerMethodField(help_text="The caller's role in the circle.")
+    member_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "Circle"
+
+    @extend_schema_field(serializers.ChoiceField(choices=MembershipRole.choices))
+    def get_role(self, circle: Circle) -> str:
+        # The owner's membership is the owner role (circle_create makes it so).
+        is_owner = circle.owner_id == self.context["user"].pk
+        return MembershipRole.OWNER if is_owner else MembershipRole.MEMBER
+
+
+class MemberOutputSerializer(serializers.Serializer):
+    user = serializers.IntegerField(source="user_id")
+    username = serializers.CharField(source="user.get_username")
+    role = serializers.ChoiceField(choices=MembershipRole.choices)
+    joined_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "CircleMember"
+
+
+class CircleDetailOutputSerializer(CircleOutputSerializer):
+    members = MemberOutputSerializer(many=True)
+
+    class Meta:
+        ref_name = "CircleDetail"
+
+
+def _circle_detail(request: Request, circle: Circle) -> dict:
+    """The circle as CircleDetailOutputSerializer documents it: the circle, then its members."""
+    data = dict(CircleOutputSerializer(circle, context={"user": request.user}).data)
+    data["members"] = MemberOutputSerializer(circle_members(circle=circle), many=True).data
+    return data
+
+
+class JoinRequestOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    circle = CircleRefSerializer()
+    user = UserRefSerializer()
+    status = serializers.ChoiceField(choices=JoinRequestStatus.choices)
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+    class Meta:
+        ref_name = "JoinRequest"
+
+
+# --- Circles ------------------------------------------------------------------------------------
+@extend_schema(tags=["circles"])
+class CircleListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=CIRCLE_NAME_MAX_LENGTH)
+        description = serializers.CharField(
+            max_length=CIRCLE_DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False, default=""
+        )
+
+        class Meta:
+            ref_name = "CircleCreate"
+
+    class OutputSerializer(serializers.Serializer):
+        results = CircleOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "CircleList"
+
+    @extend_schema(
+        operation_id="circles_list",
+        summary="The circles I belong to, with my role and the member count",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request) -> Response:
+        circles = circle_list_for_user(user=request.user)
+        return Response(
+            {"results": CircleOutputSerializer(circles, many=True, context={"user": request.user}).data}
+        )
+
+    @extend_schema(
+        operation_id="circles_create",
+        summary="Create a circle (I become its owner)",
+        request=InputSerializer,
+        responses={201: CircleDetailOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        circle = circle_create(owner=request.user, **serializer.validated_data)
+        circle = circle_get_for_member(user=request.user, circle_id=circle.pk)
+        return Response(_circle_detail(request, circle), status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["circles"])
+class CircleDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=CIRCLE_NAME_MAX_LENGTH, required=False)
+        description = serializers.CharField(
+            max_length=CIRCLE_DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False
+        )
+
+        class Meta:
+            ref_name = "CircleUpdate"
+
+    @extend_schema(
+        operation_id="circles_retrieve",
+        summary="A circle I belong to, with its members",
+        responses={200: CircleDetailOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id) -> Response:
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        return Response(_circle_detail(request, circle))
+
+    @extend_schema(
+        operation_id="circles_partial_update",
+        summary="Rename a circle or change its description (owner)",
+        request=InputSerializer,
+        responses={
+            200: CircleDetailOutputSerializer,
+            400: VALIDATION_ERROR,
+            403: OWNER_ONLY,
+            404: NOT_FOUND,
+        },
+    )
+    def patch(self, request: Request, circle_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="rename it or change its description")
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        circle = circle_update(circle=circle, by=request.user, **serializer.validated_data)
+        return Response(_circle_detail(request, circle))
+
+    @extend_schema(
+        operation_id="circles_destroy",
+        summary="Delete a circle with its shares, invites and requests — never a memory (owner)",
+        responses={204: None, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, circle_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="delete it; a member can leave it instead")
+        circle_delete(circle=circle, by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["circles"])
+class CircleMemberListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        results = MemberOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "CircleMemberList"
+
+    @extend_schema(
+        operation_id="circles_members_list",
+        summary="The members of a circle I belong to",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id) -> Response:
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        return Response({"results": MemberOutputSerializer(circle_members(circle=circle), many=True).data})
+
+
+@extend_schema(tags=["circles"])
+class CircleMemberDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="circles_members_destroy",
+        summary="Remove a member (owner), or leave the circle (my own user id); effective at once",
+        responses={
+            204: None,
+            400: VALIDATION_ERROR,
+            403: error_response("A member tried to remove someone else."),
+            404: NOT_FOUND,
+        },
+    )
+    def delete(self, request: Request, circle_id, user_id: int) -> Response:
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        if user_id != request.user.pk and circle.owner_id != request.user.pk:
+            raise exceptions.PermissionDenied(
+                "Only the circle's owner can remove a member; you can remove yourself (leave)."
+            )
+        if not circle_is_member(circle=circle, user_id=user_id):
+            raise exceptions.NotFound("No such member.")
+        membership_remove(circle=circle, user_id=user_id, by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- Invites and join requests ---------------------------------------------------------------------
+class InviteOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    created_by = serializers.CharField(source="created_by.get_username")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.SerializerMethodField()
+
+    class Meta:
+        ref_name = "CircleInvite"
+
+    @extend_schema_field(serializers.ChoiceField(choices=["active", "expired", "revoked"]))
+    def get_state(self, invite: CircleInvite) -> str:
+        if invite.revoked_at is not None:
+            return "revoked"
+        return "expired" if invite.expires_at <= timezone.now() else "active"
+
+
+@extend_schema(tags=["circles"])
+class CircleInviteListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        days = serializers.IntegerField(
+            min_value=1,
+            max_value=INVITE_MAX_DAYS,
+            required=False,
+            default=INVITE_DEFAULT_DAYS,
+            help_text="How long the link works.",
+        )
+
+        class Meta:
+            ref_name = "CircleInviteCreate"
+
+    class CreatedSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        url = serializers.URLField(help_text="The invite page; whoever opens it signed in may ask to join.")
+        token = serializers.CharField(help_text="Shown this once: only its hash is stored.")
+        expires_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "CircleInviteCreated"
+
+    class OutputSerializer(serializers.Serializer):
+        results = InviteOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "CircleInviteList"
+
+    @extend_schema(
+        operation_id="circles_invites_create",
+        summary="Create an invite link (owner); the token is shown once",
+        request=InputSerializer,
+        responses={201: CreatedSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, circle_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="invite people")
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        new = invite_create(circle=circle, by=request.user, days=serializer.validated_data["days"])
+        return Response(
+            {
+                "id": new.invite.pk,
+                "url": request.build_absolute_uri(reverse("circle_invite", kwargs={"token": new.token})),
+                "token": new.token,
+                "expires_at": new.invite.expires_at,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        operation_id="circles_invites_list",
+        summary="The circle's invite links, newest first, without their tokens (owner)",
+        responses={200: OutputSerializer, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="see its invites")
+        invites = circle_invites(circle=circle).select_related("created_by")
+        return Response({"results": InviteOutputSerializer(invites, many=True).data})
+
+
+@extend_schema(tags=["circles"])
+class CircleInviteDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="circles_invites_destroy",
+        summary="Revoke an invite link (owner); requests already made stay",
+        responses={204: None, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, circle_id, invite_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="revoke its invites")
+        invite = circle_invite_get(circle=circle, invite_id=invite_id)
+        invite_revoke(invite=invite, by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["circles"])
+class InviteAcceptApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="invites_accept",
+        summary="Ask to join the invite's circle; its owner approves or declines",
+        request=None,
+        responses={
+            201: JoinRequestOutputSerializer,
+            400: error_response(
+                "The link is not valid, was withdrawn or has expired, the caller is already a member, "
+                "or the circle is full: the message says which."
+            ),
+            404: NOT_FOUND,
+        },
+    )
+    def post(self, request: Request, token: str) -> Response:
+        try:
+            join_request = invite_accept(token=token, user=request.user)
+        except (InviteInvalid, DjangoValidationError) as exc:
+            return Response({"detail": " ".join(exc.messages)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(JoinRequestOutputSerializer(join_request).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["circles"])
+class CircleJoinRequestListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        results = JoinRequestOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "JoinRequestList"
+
+    @extend_schema(
+        operation_id="circles_requests_list",
+        summary="Requests to join waiting for a decision, newest first (owner)",
+        responses={200: OutputSerializer, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="see requests to join")
+        requests = circle_join_requests(circle=circle).select_related("circle")
+        return Response({"results": JoinRequestOutputSerializer(requests, many=True).data})
+
+
+@extend_schema(tags=["circles"])
+class CircleJoinRequestApproveApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="circles_requests_approve",
+        summary="Approve a request to join: the person becomes a member (owner)",
+        request=None,
+        responses={200: JoinRequestOutputSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, circle_id, request_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="approve requests to join")
+        join_request = circle_join_request_get(circle=circle, request_id=request_id)
+        join_request_approve(request=join_request, by=request.user)
+        return Response(JoinRequestOutputSerializer(join_request).data)
+
+
+@extend_schema(tags=["circles"])
+class CircleJoinRequestDeclineApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="circles_requests_decline",
+        summary="Decline a request to join (owner)",
+        request=None,
+        responses={200: JoinRequestOutputSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
+    )
+    def post(self, request: Request, circle_id, request_id) -> Response:
+        circle = _owned_circle(request, circle_id, action="decline requests to join")
+        join_request = circle_join_request_get(circle=circle, request_id=request_id)
+        join_request = join_request_decline(request=join_request, by=request.user)
+        return Response(JoinRequestOutputSerializer(join_request).data)
+
+
+# --- What a member sees --------------------------------------------------------------------------
+class CirclePersonOutputSerializer(serializers.Serializer):
+    name = serializers.CharField(source="person.display_name")
+    role = serializers.ChoiceField(choices=ParticipantRole.choices)
+
+    class Meta:
+        ref_name = "CircleMemoryPerson"
+
+
+class CircleMemoryOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    owner = serializers.CharField(source="owner.get_username", help_text="Whose memory it is.")
+    title = serializers.CharField()
+    body = serializers.CharField()
+    occurred_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField()
+    kind = serializers.ChoiceField(choices=MemoryKind.choices)
+    sensitivity = serializers.ChoiceField(choices=Sensitivity.choices)
+    people = CirclePersonOutputSerializer(
+        many=True, source="participants.all", help_text="The people in it, by name."
+    )
+    told_by = serializers.CharField(
+        source="source_person.display_name",
+        allow_null=True,
+        default=None,
+        help_text="Who told it, if it was not seen first-hand.",
+    )
+    score = serializers.SerializerMethodField(help_text="With q: higher is a better match. Else null.")
+
+    class Meta:
+        ref_name = "CircleMemory"
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_score(self, memory: Memory) -> float | None:
+        return self.context.get("scores", {}).get(memory.pk)
+
+
+@extend_schema(tags=["circles"])
+class CircleMemoryListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class FilterSerializer(serializers.Serializer):
+        q = serializers.CharField(
+            max_length=1000,
+            required=False,
+            allow_blank=True,
+            default="",
+            help_text="Search by meaning and words (best matches first, no paging); else the timeline.",
+        )
+        limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=20)
+        offset = serializers.IntegerField(
+            min_value=0, max_value=MAX_OFFSET, default=0, help_text="Timeline only."
+        )
+
+        class Meta:
+            ref_name = "CircleMemoryFilters"
+
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        next = serializers.URLField(allow_null=True)
+        previous = serializers.URLField(allow_null=True)
+        results = CircleMemoryOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "CircleMemoryPage"
+
+    @extend_schema(
+        operation_id="circles_memories_list",
+        summary="What I may see in a circle, newest first or by search, each with its owner",
+        parameters=[FilterSerializer],
+        responses={200: OutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id) -> Response:
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        params = self.FilterSerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        query, limit, offset = (params.validated_data[key] for key in ("q", "limit", "offset"))
+        if query:
+            hits = circle_memory_search(circle.pk, [request.user.pk], query, limit=limit)
+            page = [hit.memory for hit in hits]
+            scores = {hit.memory.pk: hit.score for hit in hits}
+            count, next_url, previous_url = len(page), None, None
+        else:
+            memories = circle_timeline(circle=circle, viewer=request.user)
+            count = memories.count()
+            page = list(memories[offset : offset + limit])
+            scores = {}
+            url = request.build_absolute_uri()
+            next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
+            previous_url = replace_query_param(url, "offset", max(offset - limit, 0)) if offset else None
+        circle_access_log_record(memories=page, viewer=request.user)
+        results = CircleMemoryOutputSerializer(page, many=True, context={"scores": scores}).data
+        return Response({"count": count, "next": next_url, "previous": previous_url, "results": results})
+
+
+@extend_schema(tags=["circles"])
+class CircleMemoryDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="circles_memories_retrieve",
+        summary="One memory I may see in a circle",
+        responses={200: CircleMemoryOutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, circle_id, memory_id) -> Response:
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        memory = circle_memory_get(circle=circle, viewer=request.user, memory_id=memory_id)
+        circle_access_log_record(memories=[memory], viewer=request.user)
+        return Response(CircleMemoryOutputSerializer(memory).data)
+
+
+# --- The owner's side: shares, the privacy audit ---------------------------------------------------
+class ShareOutputSerializer(serializers.Serializer):
+    circle = CircleRefSerializer()
+    shared_by = serializers.CharField(source="shared_by.get_username")
+    shared_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "MemoryShare"
+
+
+class NotConsentedSerializer(serializers.Serializer):
+    person = serializers.UUIDField(source="person.pk")
+    name = serializers.CharField(source="person.display_name")
+    status = serializers.ChoiceField(choices=ConsentStatus.choices)
+
+    class Meta:
+        ref_name = "NotConsented"
+
+
+class ShareRefusedSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    not_consented = NotConsentedSerializer(many=True)
+
+    class Meta:
+        ref_name = "ShareRefused"
+
+
+@extend_schema(tags=["sharing"])
+class MemoryShareListApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        circle = serializers.UUIDField(help_text="A circle I belong to.")
+
+        class Meta:
+            ref_name = "MemoryShareCreate"
+
+    class OutputSerializer(serializers.Serializer):
+        results = ShareOutputSerializer(many=True)
+
+        class Meta:
+            ref_name = "MemoryShareList"
+
+    @extend_schema(
+        operation_id="memories_shares_list",
+        summary="The circles my memory is shared into (owner)",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, memory_id) -> Response:
+        memory = memory_get(owner=request.user, memory_id=memory_id)
+        return Response({"results": ShareOutputSerializer(memory_share_list(memory=memory), many=True).data})
+
+    @extend_schema(
+        operation_id="memories_shares_create",
+        summary="Share my memory into a circle I belong to, if everyone in it consented for that circle",
+        request=InputSerializer,
+        responses={
+            201: ShareOutputSerializer,
+            400: VALIDATION_ERROR,
+            404: NOT_FOUND,
+            409: OpenApiResponse(
+                ShareRefusedSerializer,
+                description="Not everyone in the memory has consented for the circle; nothing was written.",
+            ),
+        },
+    )
+    def post(self, request: Request, memory_id) -> Response:
+        memory = memory_get(owner=request.user, memory_id=memory_id)
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        circle = circle_get_for_member(user=request.user, circle_id=serializer.validated_data["circle"])
+        try:
+            share = memory_share(memory=memory, circle=circle, by=request.user)
+        except ShareRefused as refused:
+            body = {"detail": refused.message, "not_consented": refused.not_consented}
+            return Response(ShareRefusedSerializer(body).data, status=status.HTTP_409_CONFLICT)
+        return Response(ShareOutputSerializer(share).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["sharing"])
+class MemoryShareDetailApi(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(
+        operation_id="memories_shares_destroy",
+        summary="Unshare my memory from a circle (owner); members stop seeing it at once",
+        responses={204: None, 404: NOT_FOUND},
+    )
+    def delete(self, request: Request, memory_id, circle_id) -> Response:
+        memory = memory_get(owner=request.user, memory_id=memory_id)
+        share = memory_share_list(memory=memory).filter(circle_id=circle_id).first()
+        if share is None:
+            raise exceptions.NotFound("Not shared into that circle.")
+        memory_unshare(memory=memory, circle=share.circle, by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AuditEntrySerializer(serializers.Serializer):
+    visible = serializers.BooleanField()
+    reasons = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        ref_name = "AuditEntry"
+
+
+class AuditMemberSerializer(AuditEntrySerializer):
+    user = serializers.IntegerField(source="user.pk")
+    username = serializers.CharField(source="label")
+
+    class Meta:
+        ref_name = "AuditMember"
+
+
+class AuditCircleSerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="circle.pk")
+    name = serializers.CharField(source="circle.name")
+    members = AuditMemberSerializer(many=True)
+
+    class Meta:
+        ref_name = "AuditCircle"
+
+
+@extend_schema(tags=["sharing"])
+class MemoryAuditApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        memory = serializers.UUIDField(source="memory.pk")
+        owner = AuditEntrySerializer()
+        agents = AuditEntrySerializer()
+        circles = AuditCircleSerializer(many=True)
+
+        class Meta:
+            ref_name = "PrivacyAudit"
+
+    @extend_schema(
+        operation_id="memories_audit",
+        summary="Who can see my memory, and why: me, my agents, each circle member by member (owner)",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, memory_id) -> Response:
+        memory = memory_get(owner=request.user, memory_id=memory_id)
+        return Response(self.OutputSerializer(memory_privacy_audit(memory=memory)).data)
+
+
+# --- A person's consent, audience by audience ---------------------------------------------------------
+class AudienceConsentSerializer(serializers.Serializer):
+    audience = serializers.CharField(help_text="`agents` or `circle:<circle id>`.")
+    label = serializers.CharField()
+    circle = CircleRefSerializer(allow_null=True)
+    status = serializers.ChoiceField(choices=ConsentStatus.choices)
+    reason = serializers.CharField()
+    updated_at = serializers.DateTimeField(allow_null=True)
+    updated_by = serializers.ChoiceField(choices=ConsentActor.choices)
+
+    class Meta:
+        ref_name = "AudienceConsent"
+
+
+@extend_schema(tags=["people"])
+class PersonAudienceConsentsApi(APIView):
+    permission_classes = PERMISSIONS
+
+    class InputSerializer(serializers.Serializer):
+        audience = serializers.CharField(
+            max_length=100, help_text="`agents`, or `circle:<circle id>` for a circle I belong to."
+        )
+        status = serializers.ChoiceField(choices=ConsentStatus.choices)
+        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+
+        class Meta:
+            ref_name = "AudienceConsentChange"
+
+        def validate_audience(self, value: str) -> str:
+            unknown = "Unknown audience: use 'agents' or 'circle:<circle id>' for a circle you belong to."
+            try:
+                audience = audience_validate(value)
+            except DjangoValidationError:
+                raise serializers.ValidationError(unknown) from None
+            if audience == AGENTS_AUDIENCE:
+                return audience
+            circle_id = audience.removeprefix(CIRCLE_AUDIENCE_PREFIX)
+            if not circle_list_for_user(user=self.context["user"]).filter(pk=circle_id).exists():
+                raise serializers.ValidationError(unknown)
+            return audience
+
+    class OutputSerializer(serializers.Serializer):
+        results = AudienceConsentSerializer(many=True)
+
+        class Meta:
+            ref_name = "AudienceConsentList"
+
+    class ChangedSerializer(serializers.Serializer):
+        consent = AudienceConsentSerializer()
+        event = ConsentEventOutputSerializer(
+            allow_null=True, help_text="The recorded change; null when the status was already this."
+        )
+
+        class Meta:
+            ref_name = "AudienceConsentChangeResult"
+
+    @extend_schema(
+        operation_id="people_consents_list",
+        summary="A person's consent for every audience: my agents, then each of my circles",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        consents = person_audience_consents(person=person)
+        return Response({"results": AudienceConsentSerializer(consents, many=True).data})
+
+    @extend_schema(
+        operation_id="people_consents_set",
+        summary="Set a person's consent for one audience (recorded with surface “api”)",
+        request=InputSerializer,
+        responses={
+            200: ChangedSerializer,
+            400: VALIDATION_ERROR,
+            403: error_response(
+                "The person is linked to their own account and decides for themself: "
+                "the owner may revoke or reset to pending, never grant."
+            ),
+            404: NOT_FOUND,
+        },
+    )
+    def post(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        serializer = self.InputSerializer(data=request.data, context={"user": request.user})
+        serializer.is_valid(raise_exception=True)
+        audience = serializer.validated_data["audience"]
+        event = person_set_consent(
+            person=person,
+            status=serializer.validated_data["status"],
+            reason=serializer.validated_data["reason"],
+            actor=request.user,
+            surface=ConsentSurface.API,
+            audience=audience,
+        )
+        consent = next(row for row in person_audience_consents(person=person) if row.audience == audience)
+        return Response(
+            {
+                "consent": AudienceConsentSerializer(consent).data,
+                "event": None if event is None else ConsentEventOutputSerializer(event).data,
+            }
+        )
