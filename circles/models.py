@@ -32,6 +32,10 @@ class Circle(models.Model):
     description = models.TextField(blank=True, max_length=CIRCLE_DESCRIPTION_MAX_LENGTH)
     # A2A (SPEC §4): members' agents may read what is shared here. Off by default.
     agents_may_read = models.BooleanField(default=False)
+    # The circle's own agent: one of the four built-in roles, with the circle
+    # owner's instructions (empty: the role's own).
+    agent_role = models.CharField(max_length=20, default="caregiver")
+    agent_instructions = models.TextField(blank=True, max_length=4000)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -171,3 +175,59 @@ class MemoryShare(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} in {self.circle_id}"
+
+
+class CircleConversation(models.Model):
+    """A chat with the circle's agent: shared (every current member reads it) or private to one member."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="conversations")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # Set: a private conversation, read only by this member; its viewer set is them alone.
+    private_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["circle"], condition=models.Q(private_to__isnull=True), name="one_shared_circle_chat"
+            ),
+            models.UniqueConstraint(
+                fields=["circle", "private_to"],
+                condition=models.Q(private_to__isnull=False),
+                name="one_private_circle_chat_per_member",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"chat in {self.circle_id}" + (
+            f" (private to {self.private_to_id})" if self.private_to_id else ""
+        )
+
+
+class CircleMessage(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "Member"
+        ASSISTANT = "assistant", "Agent"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(CircleConversation, on_delete=models.CASCADE, related_name="messages")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField()
+    is_error = models.BooleanField(default=False)
+    # The memories the gate handed to the agent for this reply (viewer set at that moment).
+    cited_memories = models.ManyToManyField("memories.Memory", blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"

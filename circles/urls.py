@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from circles import views
+from circles import chat_views, views
 
 urlpatterns = [
     path("", views.circle_list, name="circle_list"),
@@ -11,6 +11,21 @@ urlpatterns = [
     path("invites/<str:token>/ask/", views.circle_invite_ask, name="circle_invite_ask"),
     path("<uuid:circle_id>/", views.circle_detail, name="circle_detail"),
     path("<uuid:circle_id>/search/", views.circle_search, name="circle_search"),
+    path("<uuid:circle_id>/chat/", chat_views.circle_chat, name="circle_chat"),
+    path("<uuid:circle_id>/chat/send/", chat_views.circle_chat_send, name="circle_chat_send"),
+    path(
+        "<uuid:circle_id>/chat/private/",
+        chat_views.circle_chat,
+        {"private": True},
+        name="circle_chat_private",
+    ),
+    path(
+        "<uuid:circle_id>/chat/private/send/",
+        chat_views.circle_chat_send,
+        {"private": True},
+        name="circle_chat_private_send",
+    ),
+    path("<uuid:circle_id>/chat/agent/", chat_views.circle_agent_settings, name="circle_agent_settings"),
     path("<uuid:circle_id>/edit/", views.circle_edit, name="circle_edit"),
     path("<uuid:circle_id>/delete/", views.circle_delete, name="circle_delete"),
     path("<uuid:circle_id>/leave/", views.circle_leave, name="circle_leave"),

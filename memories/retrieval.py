@@ -210,7 +210,13 @@ def _granted_for(audience: str, person_ref: str) -> Exists:
     return Exists(Person.objects.filter(Q(is_self=True) | Exists(consent), pk=OuterRef(person_ref)))
 
 
-def circle_visible_memories(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]) -> QuerySet[Memory]:
+def circle_visible_memories(
+    circle_id: uuid.UUID | str,
+    viewer_ids: Iterable[int],
+    *,
+    for_agent: bool = False,
+    read_by_several: bool = False,
+) -> QuerySet[Memory]:
     """The memories shared into a circle that EVERY viewer in `viewer_ids` may see. THE gate's circle case.
 
     A member is a set of one; a reply read by several members (the circle's
@@ -225,7 +231,11 @@ def circle_visible_memories(circle_id: uuid.UUID | str, viewer_ids: Iterable[int
       - sensitivity allows V: `public` → yes; `personal` → V is linked to a
         subject of M; `sensitive` → the same, and only when V reads alone.
     Expiry and supersession hide memories from agents only: members see a shared
-    memory as an entry in a shared journal.
+    memory as an entry in a shared journal; `for_agent` (the circle's agent, a
+    member's agent reading the circle) excludes expired and replaced memories too.
+    `read_by_several`: the reply will be read by more than these viewers (a
+    circle's shared conversation, which future members read too), so `sensitive`
+    never passes even for a single viewer.
     """
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
@@ -254,7 +264,10 @@ def circle_visible_memories(circle_id: uuid.UUID | str, viewer_ids: Iterable[int
             output_field=BooleanField(),
         ),
     ]
-    alone = len(viewers) == 1
+    alone = len(viewers) == 1 and not read_by_several
+    if for_agent:
+        # Now() is the transaction's clock, as in agent_visible_memories.
+        conditions += [Q(expires_at__isnull=True) | Q(expires_at__gt=Now()), Q(superseded_by__isnull=True)]
     for viewer_id in viewers:
         about_viewer = Q(
             Exists(
@@ -772,8 +785,13 @@ def circle_memory_search(
     *,
     limit: int = 10,
     query_embedding: Sequence[float] | None = None,
+    for_agent: bool = False,
+    read_by_several: bool = False,
 ) -> list[SearchHit]:
-    """Hybrid search of what every viewer in `viewer_ids` may see in the circle, best first."""
+    """Hybrid search of what every viewer in `viewer_ids` may see in the circle, best first.
+
+    `for_agent` and `read_by_several` as for circle_visible_memories.
+    """
     _check_limit(limit)
     query = (query or "").strip()
     if not query:
@@ -782,7 +800,9 @@ def circle_memory_search(
     depth = max(limit, FUSION_DEPTH_MIN)
     with transaction.atomic():
         viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
-        scope = circle_visible_memories(circle_id, viewers)
+        scope = circle_visible_memories(
+            circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+        )
         nearest = (
             _circle_neighbours(scope, embedding, circle_id=circle_id, viewers=viewers, limit=depth)
             if embedding is not None
@@ -792,7 +812,9 @@ def circle_memory_search(
         return _fused_hits(scope, nearest, text, limit)
 
 
-def circle_memory_timeline(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]) -> QuerySet[Memory]:
+def circle_memory_timeline(
+    circle_id: uuid.UUID | str, viewer_ids: Iterable[int], *, for_agent: bool = False
+) -> QuerySet[Memory]:
     """What the viewers may see in the circle, newest first, with people and owners loaded.
 
     Walks the circle's shares newest first (memory_share_timeline, the share's
@@ -801,7 +823,7 @@ def circle_memory_timeline(circle_id: uuid.UUID | str, viewer_ids: Iterable[int]
     shares, not all of them. The gate (circle_visible_memories) still decides.
     """
     viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
-    scope = circle_visible_memories(circle_id, viewers).filter(
+    scope = circle_visible_memories(circle_id, viewers, for_agent=for_agent).filter(
         Q(shares__circle_id=circle_id) & (Q(shares__blocked_count=0) | Q(shares__owner_id__in=viewers))
     )
     return (

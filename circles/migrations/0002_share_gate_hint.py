@@ -212,42 +212,60 @@ DROP FUNCTION IF EXISTS circles_granted_for(uuid, uuid);
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('circles', '0001_initial'),
-        ('memories', '0006_self_gates_untagged'),
-        ('people', '0003_per_audience_consent'),
+        ("circles", "0001_initial"),
+        ("memories", "0006_self_gates_untagged"),
+        ("people", "0003_per_audience_consent"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='memoryshare',
-            name='blocked_count',
+            model_name="memoryshare",
+            name="blocked_count",
             field=models.IntegerField(default=1, editable=False),
         ),
         migrations.AddField(
-            model_name='memoryshare',
-            name='embedding',
+            model_name="memoryshare",
+            name="embedding",
             field=pgvector.django.halfvec.HalfVectorField(dimensions=384, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='memoryshare',
-            name='occurred_at',
+            model_name="memoryshare",
+            name="occurred_at",
             field=models.DateTimeField(editable=False, null=True),
         ),
         migrations.AddField(
-            model_name='memoryshare',
-            name='owner',
-            field=models.ForeignKey(db_constraint=False, db_index=False, editable=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="memoryshare",
+            name="owner",
+            field=models.ForeignKey(
+                db_constraint=False,
+                db_index=False,
+                editable=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.RunSQL(SQL, REVERSE_SQL),
         migrations.AddIndex(
-            model_name='memoryshare',
-            index=models.Index(fields=['circle', '-occurred_at'], include=('blocked_count', 'owner'), name='memory_share_timeline'),
+            model_name="memoryshare",
+            index=models.Index(
+                fields=["circle", "-occurred_at"],
+                include=("blocked_count", "owner"),
+                name="memory_share_timeline",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memoryshare',
-            index=pgvector.django.indexes.HnswIndex(condition=models.Q(('blocked_count', 0)), ef_construction=128, fields=['embedding'], m=24, name='memory_share_open_hnsw', opclasses=['halfvec_cosine_ops']),
+            model_name="memoryshare",
+            index=pgvector.django.indexes.HnswIndex(
+                condition=models.Q(("blocked_count", 0)),
+                ef_construction=128,
+                fields=["embedding"],
+                m=24,
+                name="memory_share_open_hnsw",
+                opclasses=["halfvec_cosine_ops"],
+            ),
         ),
     ]

@@ -6,6 +6,7 @@ import pytest
 
 from circles.models import CircleMembership, MembershipRole
 from circles.services import circle_create
+from tests.agents.conftest import llm_stub, offline  # noqa: F401 (the local LLM stub, shared)
 
 
 @pytest.fixture
