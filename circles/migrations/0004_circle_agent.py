@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("circles", "0003_share_trigger_restorable"),
-        ("memories", "0007_gate_trigger_restorable"),
+        ("memories", "0006_self_gates_untagged"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
