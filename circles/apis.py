@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import request_agent
+from agents.models import AccessSurface
 from circles.models import (
     CIRCLE_DESCRIPTION_MAX_LENGTH,
     CIRCLE_NAME_MAX_LENGTH,
@@ -36,6 +37,7 @@ from circles.models import (
     MembershipRole,
 )
 from circles.selectors import (
+    circle_get_for_agent,
     circle_get_for_member,
     circle_invite_get,
     circle_invites,
@@ -88,7 +90,7 @@ OWNER_ONLY = error_response("A member asked for something only the circle's owne
 
 
 class AgentTokensNotFound(permissions.BasePermission):
-    """Circles do not exist for agent tokens (yet): every endpoint here answers them 404."""
+    """Circles do not exist for agent tokens, except a circle's memories when it allows A2A: 404."""
 
     def has_permission(self, request: Request, view: object) -> bool:
         if request_agent(request) is not None:
@@ -97,6 +99,35 @@ class AgentTokensNotFound(permissions.BasePermission):
 
 
 PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
+
+
+class AgentTokensReadCircles(permissions.BasePermission):
+    """A member's agent token may GET a circle's memories (A2A; the view checks the circle allows it)."""
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        if request_agent(request) is not None and request.method not in permissions.SAFE_METHODS:
+            raise exceptions.NotFound()
+        return True
+
+
+A2A_PERMISSIONS = [*APIView.permission_classes, AgentTokensReadCircles]
+
+
+def _circle_reader(request: Request, circle_id):
+    """(circle, agent or None): a member reading, or their agent when the circle lets members' agents read."""
+    agent = request_agent(request)
+    if agent is not None:
+        return circle_get_for_agent(agent=agent, circle_id=circle_id), agent
+    return circle_get_for_member(user=request.user, circle_id=circle_id), None
+
+
+def _record_read(memories: list, request: Request, agent) -> None:
+    if agent is None:
+        circle_access_log_record(memories=memories, viewer=request.user)
+    else:
+        circle_access_log_record(
+            memories=memories, viewer=request.user, surface=AccessSurface.A2A, agent=agent
+        )
 
 
 def _owned_circle(request: Request, circle_id, *, action: str) -> Circle:
@@ -538,7 +569,7 @@ class CircleMemoryOutputSerializer(serializers.Serializer):
 
 @extend_schema(tags=["circles"])
 class CircleMemoryListApi(APIView):
-    permission_classes = PERMISSIONS
+    permission_classes = A2A_PERMISSIONS
 
     class FilterSerializer(serializers.Serializer):
         q = serializers.CharField(
@@ -572,31 +603,33 @@ class CircleMemoryListApi(APIView):
         responses={200: OutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def get(self, request: Request, circle_id) -> Response:
-        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
+        circle, agent = _circle_reader(request, circle_id)
         params = self.FilterSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         query, limit, offset = (params.validated_data[key] for key in ("q", "limit", "offset"))
         if query:
-            hits = circle_memory_search(circle.pk, [request.user.pk], query, limit=limit)
+            hits = circle_memory_search(
+                circle.pk, [request.user.pk], query, limit=limit, for_agent=agent is not None
+            )
             page = [hit.memory for hit in hits]
             scores = {hit.memory.pk: hit.score for hit in hits}
             count, next_url, previous_url = len(page), None, None
         else:
-            memories = circle_timeline(circle=circle, viewer=request.user)
+            memories = circle_timeline(circle=circle, viewer=request.user, for_agent=agent is not None)
             count = memories.count()
             page = list(memories[offset : offset + limit])
             scores = {}
             url = request.build_absolute_uri()
             next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
             previous_url = replace_query_param(url, "offset", max(offset - limit, 0)) if offset else None
-        circle_access_log_record(memories=page, viewer=request.user)
+        _record_read(page, request, agent)
         results = CircleMemoryOutputSerializer(page, many=True, context={"scores": scores}).data
         return Response({"count": count, "next": next_url, "previous": previous_url, "results": results})
 
 
 @extend_schema(tags=["circles"])
 class CircleMemoryDetailApi(APIView):
-    permission_classes = PERMISSIONS
+    permission_classes = A2A_PERMISSIONS
 
     @extend_schema(
         operation_id="circles_memories_retrieve",
@@ -604,9 +637,11 @@ class CircleMemoryDetailApi(APIView):
         responses={200: CircleMemoryOutputSerializer, 404: NOT_FOUND},
     )
     def get(self, request: Request, circle_id, memory_id) -> Response:
-        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
-        memory = circle_memory_get(circle=circle, viewer=request.user, memory_id=memory_id)
-        circle_access_log_record(memories=[memory], viewer=request.user)
+        circle, agent = _circle_reader(request, circle_id)
+        memory = circle_memory_get(
+            circle=circle, viewer=request.user, memory_id=memory_id, for_agent=agent is not None
+        )
+        _record_read([memory], request, agent)
         return Response(CircleMemoryOutputSerializer(memory).data)
 
 

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.llm import llm_config
 from circles import agent as circle_agent_module
 from circles.selectors import circle_get_for_member, circle_members
+from circles.services import circle_update
 
 
 def _chat_context(request: HttpRequest, circle, *, private: bool, error: str = "", draft: str = "") -> dict:
@@ -79,6 +80,9 @@ def circle_agent_settings(request: HttpRequest, circle_id) -> HttpResponse:
             by=request.user,
             role=request.POST.get("role", ""),
             instructions=request.POST.get("instructions", ""),
+        )
+        circle_update(
+            circle=circle, by=request.user, agents_may_read=request.POST.get("agents_may_read") == "on"
         )
     except PermissionDenied:
         raise Http404("No such circle.") from None

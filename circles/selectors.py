@@ -93,17 +93,34 @@ def join_request_for_user(*, circle: Circle, user: AbstractBaseUser) -> JoinRequ
 # --- what a member sees ------------------------------------------------------------------------
 
 
-def circle_timeline(*, circle: Circle, viewer: AbstractBaseUser) -> QuerySet[Memory]:
-    """What the viewer may see in the circle, newest first (the gate's circle case)."""
-    return circle_memory_timeline(circle.pk, [viewer.pk])
+def circle_timeline(*, circle: Circle, viewer: AbstractBaseUser, for_agent: bool = False) -> QuerySet[Memory]:
+    """What the viewer (or, for_agent, the viewer's agent) may see in the circle, newest first (the gate)."""
+    return circle_memory_timeline(circle.pk, [viewer.pk], for_agent=for_agent)
 
 
-def circle_memory_get(*, circle: Circle, viewer: AbstractBaseUser, memory_id: object) -> Memory:
+def circle_memory_get(
+    *, circle: Circle, viewer: AbstractBaseUser, memory_id: object, for_agent: bool = False
+) -> Memory:
     try:
         uuid.UUID(str(memory_id))
     except ValueError:
         raise Http404("No such memory.") from None
-    return get_object_or_404(circle_timeline(circle=circle, viewer=viewer), pk=memory_id)
+    return get_object_or_404(circle_timeline(circle=circle, viewer=viewer, for_agent=for_agent), pk=memory_id)
+
+
+def circle_get_for_agent(*, agent, circle_id: object) -> Circle:
+    """A circle a member's agent may read (A2A): its owner is a member and the circle allows it; else 404.
+
+    Read fresh on every request: switching the setting off, or the member
+    leaving, takes effect on the agent's next call.
+    """
+    try:
+        uuid.UUID(str(circle_id))
+    except ValueError:
+        raise Http404("No such circle.") from None
+    return get_object_or_404(
+        circle_list_for_user(user=agent.owner).filter(agents_may_read=True), pk=circle_id
+    )
 
 
 def memory_get_for_viewer(*, viewer: AbstractBaseUser, memory_id: object) -> tuple[Memory, list[Circle]]:
@@ -426,3 +443,8 @@ def linked_person_get(*, user: AbstractBaseUser, person_id: object) -> Person:
 def linked_person_audiences(*, person: Person) -> set[str]:
     """The audiences a linked person may decide for: their owner's agents and the owner's circles."""
     return {consent.audience for consent in person_audience_consents(person=person)}
+
+
+def linked_audience_label(*, consent: AudienceConsent, owner: AbstractBaseUser) -> str:
+    """An audience as the linked person reads it: "alice's agents", or the circle's name."""
+    return f"{owner.get_username()}'s agents" if consent.audience == AGENTS_AUDIENCE else consent.label
