@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "portability",
     "circles",
     "inbox",
+    "insights",
 ]
 
 MIDDLEWARE = [

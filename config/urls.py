@@ -16,5 +16,6 @@ urlpatterns = [
     re_path(r"^mcp/?$", mcp_endpoint, name="mcp"),
     path("agents/", include("agents.urls")),
     path("circles/", include("circles.urls")),
+    path("memories/insights/", include("insights.urls")),
     path("", include("memories.urls")),
 ]
