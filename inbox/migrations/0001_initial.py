@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,19 +14,43 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('link_accepted', 'Link accepted'), ('consent_changed', 'Consent changed by the person'), ('consent_request', 'Consent request'), ('join_request', 'Join request'), ('unlinked', 'Unlinked')], max_length=20)),
-                ('text', models.CharField(max_length=500)),
-                ('url', models.CharField(blank=True, max_length=300)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('recipient', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='notifications', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("link_accepted", "Link accepted"),
+                            ("consent_changed", "Consent changed by the person"),
+                            ("consent_request", "Consent request"),
+                            ("join_request", "Join request"),
+                            ("unlinked", "Unlinked"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("text", models.CharField(max_length=500)),
+                ("url", models.CharField(blank=True, max_length=300)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "recipient",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="notifications",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
-                'indexes': [models.Index(fields=['recipient', 'read_at'], name='inbox_unread_idx')],
+                "ordering": ["-created_at", "-id"],
+                "indexes": [models.Index(fields=["recipient", "read_at"], name="inbox_unread_idx")],
             },
         ),
     ]
