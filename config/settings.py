@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 
 from config import embedded
 
@@ -45,6 +46,7 @@ INSTALLED_APPS = [
     "circles",
     "inbox",
     "insights",
+    "backups",
 ]
 
 MIDDLEWARE = [
@@ -236,6 +238,16 @@ AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 # --- Import (portability/) ----------------------------------------------------
 # Largest import file accepted (bytes, also checked after unzipping).
 KEEPSAKE_IMPORT_MAX_BYTES = env.int("KEEPSAKE_IMPORT_MAX_BYTES", default=50 * 1024 * 1024)
+
+# --- Backups (backups/) --------------------------------------------------------
+# Where `manage.py backup` and the nightly beat task write dumps and manifests, and how
+# many backups of each database to keep (older ones are deleted after each backup).
+KEEPSAKE_BACKUP_DIR = Path(env("KEEPSAKE_BACKUP_DIR", default=str(embedded.DATA_DIR / "backups")))
+KEEPSAKE_BACKUP_KEEP = env.int("KEEPSAKE_BACKUP_KEEP", default=7)
+CELERY_BEAT_SCHEDULE |= {
+    # 03:00 in Celery's time zone (UTC: no CELERY_TIMEZONE is set).
+    "backups-nightly": {"task": "backups.nightly", "schedule": crontab(hour=3, minute=0)},
+}
 
 # --- Logging ----------------------------------------------------------------
 LOGGING = {
