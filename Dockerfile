@@ -5,7 +5,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HF_HUB_OFFLINE=1 \
     TRANSFORMERS_OFFLINE=1 \
-    DEBUG=false
+    DEBUG=false \
+    KEEPSAKE_STATIC_MANIFEST=true
 
 RUN useradd --create-home --uid 1000 keepsake
 WORKDIR /app

@@ -39,6 +39,28 @@ NOT_RUNNING_HELP = (
 )
 
 
+def local_secret_key() -> str:
+    """A secret key for this machine, made once under the data directory (mode 0600).
+
+    `make run` then needs no SECRET_KEY; production sets SECRET_KEY itself.
+    """
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first: use theirs
+            return path.read_text().strip()
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(key)
+        return key
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -277,7 +299,13 @@ def run() -> int:
         python = sys.executable
         host = os.environ.get("KEEPSAKE_HOST", "127.0.0.1:8000")
         commands = {
-            "web": [python, "manage.py", "runserver", host],
+            # A real server, as in production: gunicorn with threads (the embedding
+            # model is loaded once per process), static files by WhiteNoise.
+            "web": [
+                python, "-m", "gunicorn", "config.wsgi:application", "--bind", host,
+                "--workers", "1", "--threads", "4", "--timeout", "120",
+                "--access-logfile", "-",
+            ],
             "worker": [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
             "beat": [
                 python, "-m", "celery", "-A", "config", "beat", "-l", "info",

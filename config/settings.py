@@ -18,10 +18,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 
-DEBUG = env.bool("DEBUG", default=True)
-SECRET_KEY = env("SECRET_KEY", default="" if not DEBUG else "dev-only-insecure-secret-key")
-if not SECRET_KEY:
-    raise environ.ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+# Off unless asked for: the debug page shows settings and environment to anyone
+# who makes a request fail. KEEPSAKE_DEBUG=1 (or the older DEBUG=true) turns it on.
+DEBUG = env.bool("KEEPSAKE_DEBUG", default=env.bool("DEBUG", default=False))
+# Served over HTTPS (behind a TLS proxy in production): secure cookies, HSTS and
+# the redirect to https. Off for `make run` on http://127.0.0.1.
+HTTPS = env.bool("KEEPSAKE_HTTPS", default=False)
+SECRET_KEY = env("SECRET_KEY", default="") or (
+    "dev-only-insecure-secret-key" if DEBUG else embedded.local_secret_key()
+)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -106,17 +111,35 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# The production image runs collectstatic and serves hashed, compressed files
+# (KEEPSAKE_STATIC_MANIFEST=true in the Dockerfile); elsewhere WhiteNoise serves
+# the app's static folders directly, so `make run` needs no collectstatic.
+STATIC_MANIFEST = env.bool("KEEPSAKE_STATIC_MANIFEST", default=False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATIC_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
 
-SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG)
+SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if HTTPS:
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    # Only allows submitting the domain to browsers' preload list; submitting is the owner's act.
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
 
 # --- REST API -----------------------------------------------------------------
 REST_FRAMEWORK = {

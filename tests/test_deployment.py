@@ -61,3 +61,56 @@ def test_dockerfile_installs_requirements_and_serves_with_gunicorn():
     assert "collectstatic" in dockerfile
     assert "gunicorn" in dockerfile
     assert (ROOT / "requirements.txt").read_text().count("gunicorn==") == 1
+
+
+def test_check_deploy_is_clean_for_the_documented_production_settings():
+    """`manage.py check --deploy` with docker-compose's environment (and the image's) finds nothing."""
+    import os
+    import secrets
+    import subprocess
+    import sys
+
+    compose = _compose()
+    environment = dict(os.environ)
+    for key, value in compose["x-app-environment"].items():
+        if "${" not in str(value):
+            environment[key] = str(value)
+    environment.update(
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="keepsake.example.org",
+        KEEPSAKE_HTTPS="true",  # the compose default
+        KEEPSAKE_STATIC_MANIFEST="true",  # set by the Dockerfile
+    )
+    assert compose["x-app-environment"]["KEEPSAKE_HTTPS"] == "${KEEPSAKE_HTTPS:-true}"
+    assert "KEEPSAKE_STATIC_MANIFEST=true" in (ROOT / "Dockerfile").read_text()
+    environment.pop("DATABASE_URL", None)  # no db host here: the embedded server stands in
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_debug_is_off_unless_asked_for():
+    import os
+    import subprocess
+    import sys
+
+    code = "from django.conf import settings; print(settings.DEBUG)"
+    for extra, expected in [({}, "False"), ({"KEEPSAKE_DEBUG": "1"}, "True")]:
+        environment = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "KEEPSAKE_DEBUG")}
+        environment.update(extra, DJANGO_SETTINGS_MODULE="config.settings")
+        result = subprocess.run(
+            [sys.executable, "-c", f"import django; django.setup(); {code}"],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.stdout.strip().splitlines()[-1] == expected, result.stderr

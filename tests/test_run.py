@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -52,9 +53,21 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
             except OSError:
                 time.sleep(0.5)
         assert status == 200
+        # DEBUG is off by default: static files come from WhiteNoise, errors are the friendly pages.
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/static/css/keepsake.css", timeout=5
+        ) as response:
+            assert response.status == 200 and b".site-header" in response.read()
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
+        except urllib.error.HTTPError as error:
+            page = error.read().decode()
+            assert error.code == 404 and "Traceback" not in page and "settings" not in page.lower()
+        else:
+            raise AssertionError("an unknown page answered 200")
         children = psutil.Process(process.pid).children(recursive=True)
         commands = [" ".join(child.cmdline()) for child in children]
-        assert any("runserver" in command for command in commands)
+        assert any("gunicorn" in command and "config.wsgi:application" in command for command in commands)
         assert any("celery" in command and " worker" in command for command in commands)
         assert any("celery" in command and " beat" in command for command in commands)
 
