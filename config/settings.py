@@ -7,6 +7,7 @@ embedded development services under `.data/` are used (see config/embedded.py).
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -50,6 +51,7 @@ INSTALLED_APPS = [
     "portability",
     "circles",
     "inbox",
+    "axes",
     "insights",
     "backups",
 ]
@@ -64,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last: it answers a locked-out login attempt before the view runs.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -99,6 +103,25 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins (django-axes): after AXES_FAILURE_LIMIT failures for one account,
+# or from one address, further attempts answer 429 with a clear page for the
+# cool-off time. The lock-out always ends on its own: an attacker can delay the
+# owner by the cool-off at most, never lock them out for good; a successful login
+# clears the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
+# Behind docker-compose's proxy the client address is X-Forwarded-For's first entry.
+AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "timeline"
 LOGOUT_REDIRECT_URL = "login"
