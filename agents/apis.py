@@ -15,6 +15,11 @@ from rest_framework.views import APIView
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import request_agent
 from agents.models import AccessSurface, AgentRole
+from agents.proposals import (
+    MAX_AGENT_REASON_LENGTH,
+    AgentConsentAsk,
+    consent_request_from_agent,
+)
 from agents.selectors import agent_get, agent_list, conversation_get
 from agents.services import MAX_MESSAGE_LENGTH, chat_turn
 
@@ -98,6 +103,13 @@ class AgentChatApi(APIView):
             help_text="True when the language model failed (timeout, HTTP error): `reply` says what "
             "happened; the message is saved, send it again to retry.",
         )
+        proposal = serializers.UUIDField(
+            source="proposal.pk",
+            allow_null=True,
+            default=None,
+            help_text='For a message starting "remember that …": the memory proposal waiting for the '
+            "owner (nothing is saved until they confirm it in the app); otherwise null.",
+        )
 
         class Meta:
             ref_name = "AgentChatResponse"
@@ -134,3 +146,63 @@ class AgentChatApi(APIView):
             asked_by_agent=asking_agent is not None,
         )
         return Response(self.OutputSerializer(turn).data)
+
+
+@extend_schema(tags=["agents"])
+class AgentConsentRequestApi(APIView):
+    """An agent asks the owner to seek someone's consent (the MCP tool `consent_request`, over HTTP).
+
+    The answer is the same 202 and the same words whether the person exists, has not
+    consented, has already consented or does not exist: an agent must not learn who is
+    in the journal. A request is recorded only for someone who has not consented, and
+    waits on their page (or, for a linked person, with them). Agent tokens may ask for
+    their own agent only; any other agent answers 404, like the chat.
+    """
+
+    class InputSerializer(serializers.Serializer):
+        person_name = serializers.CharField(
+            required=False, allow_blank=True, max_length=200, help_text="Whole name or alias."
+        )
+        person = serializers.UUIDField(required=False, allow_null=True, help_text="Or the person's id.")
+        reason = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=MAX_AGENT_REASON_LENGTH,
+            default="",
+            help_text="Why the agent needs their consent: shown to the owner only.",
+        )
+
+        class Meta:
+            ref_name = "AgentConsentRequest"
+
+        def validate(self, attrs: dict) -> dict:
+            if not (attrs.get("person_name") or "").strip() and attrs.get("person") is None:
+                raise serializers.ValidationError("Give person_name or person.")
+            return attrs
+
+    class OutputSerializer(serializers.Serializer):
+        detail = serializers.CharField()
+
+        class Meta:
+            ref_name = "AgentConsentRequestAnswer"
+
+    @extend_schema(
+        operation_id="agents_consent_request",
+        summary="Ask the owner to seek a person's consent (the same answer whoever it is)",
+        request=InputSerializer,
+        responses={
+            202: OutputSerializer,
+            400: VALIDATION_ERROR,
+            404: error_response("Unknown agent (an agent token only knows its own agent)."),
+        },
+    )
+    def post(self, request: Request, agent_id) -> Response:
+        agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        ask = AgentConsentAsk(
+            person_name=data.get("person_name") or "", person_id=data.get("person"), reason=data["reason"]
+        )
+        detail = consent_request_from_agent(agent=agent, ask=ask)
+        return Response(self.OutputSerializer({"detail": detail}).data, status=202)

@@ -3,7 +3,10 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
+
+from memories.models import MemoryKind, Sensitivity
 
 
 class AgentRole(models.TextChoices):
@@ -44,6 +47,9 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Up to when the owner's messages were read for memories to propose (agents/tasks.py);
+    # the task claims a pass with a conditional update on it.
+    proposals_scanned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-updated_at"]
@@ -133,6 +139,9 @@ class ConsentRequest(models.Model):
     )
     # Written by us from the question's context, never quoting a gated memory.
     reason = models.TextField(blank=True)
+    # What the agent itself said when it asked (MCP / API): its own words, so shown to the
+    # owner only, never to a linked person, who sees `reason`.
+    agent_reason = models.TextField(blank=True)
     status = models.CharField(
         max_length=10, choices=ConsentRequestStatus.choices, default=ConsentRequestStatus.PENDING
     )
@@ -153,3 +162,66 @@ class ConsentRequest(models.Model):
 
     def __str__(self) -> str:
         return f"Consent request for {self.person_id} ({self.status})"
+
+
+class MemoryProposalStatus(models.TextChoices):
+    PENDING = "pending", "Waiting for you"
+    CONFIRMED = "confirmed", "Saved"
+    DISMISSED = "dismissed", "Dismissed"
+
+
+class ProposalSurface(models.TextChoices):
+    CHAT = "chat", "Chat"
+    API = "api", "API"
+    MCP = "mcp", "MCP"
+    TASK = "task", "From a finished conversation"
+
+
+class MemoryProposal(models.Model):
+    """A memory one of the owner's agents suggests keeping. Nothing is saved until the owner confirms.
+
+    People are matched among the owner's people when it is proposed; names nobody has
+    are kept as text in `new_people` and become (pending) people only on confirmation.
+    An insight proposal (`is_insight`) has no people and records the memories it
+    generalises, and is saved through insights.services.insight_create.
+    The memory it became keeps the link to the agent that proposed it (`memory`), so
+    Memory itself needs no column for it.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # SET_NULL plus a name snapshot: deleting a custom agent keeps who proposed what.
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_proposals"
+    )
+    agent_name = models.CharField(max_length=100, blank=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_proposals"
+    )
+    # The agent's chat reply that carries the proposal, so the chat shows it in place.
+    message = models.ForeignKey(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_proposals"
+    )
+    surface = models.CharField(max_length=10, choices=ProposalSurface.choices)
+    text = models.TextField()
+    kind = models.CharField(max_length=20, choices=MemoryKind.choices)
+    sensitivity = models.CharField(max_length=10, choices=Sensitivity.choices)
+    people = models.ManyToManyField("people.Person", blank=True, related_name="+")
+    new_people = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    is_insight = models.BooleanField(default=False)
+    sources = models.ManyToManyField("memories.Memory", blank=True, related_name="+")
+    status = models.CharField(
+        max_length=10, choices=MemoryProposalStatus.choices, default=MemoryProposalStatus.PENDING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    memory = models.ForeignKey(
+        "memories.Memory", on_delete=models.SET_NULL, null=True, blank=True, related_name="agent_proposals"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.text[:60]} ({self.status})"

@@ -6,7 +6,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from agents.models import AccessLog, Agent, ConsentRequest, ConsentRequestStatus, Conversation, Message
+from agents.models import (
+    AccessLog,
+    Agent,
+    ConsentRequest,
+    ConsentRequestStatus,
+    Conversation,
+    MemoryProposal,
+    Message,
+)
 from memories.models import Memory, MemoryParticipant
 from people.models import ConsentStatus, Person
 
@@ -49,6 +57,7 @@ def message_list(*, conversation: Conversation) -> QuerySet[Message]:
     return conversation.messages.prefetch_related(
         Prefetch("cited_memories", queryset=Memory.objects.order_by("-occurred_at")),
         "withheld_people",
+        Prefetch("memory_proposals", queryset=MemoryProposal.objects.prefetch_related("people")),
     )
 
 

@@ -20,11 +20,13 @@ from agents.models import (
     ConsentRequest,
     ConsentRequestStatus,
     Conversation,
+    MemoryProposal,
     Message,
     MessageRole,
 )
 from agents.offline import offline_reply
 from agents.prompt import chat_prompt
+from agents.proposals import memory_proposal_from_chat, remember_request
 from agents.selectors import agent_get_by_name, person_mentions_withheld
 from memories.models import Memory
 from memories.retrieval import memory_search
@@ -177,6 +179,8 @@ class ChatTurn:
     reply: Message
     memories: list[Memory] = field(default_factory=list)
     withheld_people: list[Person] = field(default_factory=list)
+    # Set when the message was "remember that …": the reply proposes a memory instead of answering.
+    proposal: MemoryProposal | None = None
 
 
 def _title_from(text: str) -> str:
@@ -277,6 +281,13 @@ def chat_turn(
         if conversation is None:
             conversation = Conversation.objects.create(owner=owner, agent=agent, title=_title_from(text))
         question = Message.objects.create(conversation=conversation, role=MessageRole.USER, content=text)
+    fact = remember_request(text)
+    if fact is not None:
+        # No retrieval and no model: the agent proposes a memory for the owner to confirm.
+        proposal, reply = memory_proposal_from_chat(
+            owner=owner, agent=agent, conversation=conversation, fact=fact, surface=surface
+        )
+        return ChatTurn(conversation=conversation, question=question, reply=reply, proposal=proposal)
     earlier_questions = list(
         conversation.messages.filter(role=MessageRole.USER, created_at__lte=question.created_at)
         .exclude(pk=question.pk)

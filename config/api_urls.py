@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from accounts.apis import TokenListApi, TokenRevokeApi
-from agents.apis import AgentChatApi, AgentDetailApi, AgentListApi
+from agents.apis import AgentChatApi, AgentConsentRequestApi, AgentDetailApi, AgentListApi
 from circles.apis import (
     CircleDetailApi,
     CircleInviteDetailApi,
@@ -93,6 +93,11 @@ v1_patterns = [
     path("agents/", AgentListApi.as_view(), name="api-agents"),
     path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
     path("agents/<uuid:agent_id>/chat/", AgentChatApi.as_view(), name="api-agent-chat"),
+    path(
+        "agents/<uuid:agent_id>/consent-requests/",
+        AgentConsentRequestApi.as_view(),
+        name="api-agent-consent-requests",
+    ),
     path("tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("tokens/<uuid:token_id>/revoke/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("export/", include("portability.api_urls")),

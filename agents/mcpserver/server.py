@@ -1,4 +1,4 @@
-"""The MCP server: four consent-gated tools, served over stdio or Streamable HTTP.
+"""The MCP server: consent-gated tools, served over stdio or Streamable HTTP.
 
 One `MCPServer` (the official SDK) serves both transports. Who is calling travels in
 a context variable (`McpCall`) set by the transport: the stdio command sets it once for
@@ -36,9 +36,14 @@ INSTRUCTIONS = (
     "user's agents, and only ever return memories that every person in them has consented to share "
     "with agents. People who have not consented are unknown to these tools: looking one up answers "
     "exactly as for a name nobody has, so do not guess or draw conclusions about anyone you are not "
-    "shown. Every memory you receive is recorded in the journal's access log."
+    "shown. Every memory you receive is recorded in the journal's access log. You never write to the "
+    "journal: memory_propose and consent_request only suggest, and the owner decides in the app."
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# Proposals add a suggestion for the owner; they change no memory and no consent.
+SUGGESTS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,41 @@ async def timeline_window(
 async def privacy_audit(
     memory_id: Annotated[str, Field(description="The memory's id, as returned by the other tools.")],
 ) -> dict[str, Any]:
-    """Who can see this memory and why: each person's consent, expiry and replacement."""
+    """Who can see this memory and why: each person's consent, expiry, replacement, and each circle
+    it is shared into, member by member. Only for memories you may see yourself."""
     return await _call_tool(tools.privacy_audit, memory_id=memory_id)
+
+
+@server.tool(name="memory_propose", annotations=SUGGESTS)
+async def memory_propose(
+    text: Annotated[str, Field(description="What to remember, as one memory, in plain words.")],
+    from_memories: Annotated[
+        list[str] | None,
+        Field(
+            description="For an insight: the ids of the memories it generalises. It must name no one "
+            "in them; dates, places and unique details are flagged for the owner."
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Propose a memory for the owner to keep. Nothing is saved until the owner confirms it in Keepsake.
+
+    With `from_memories`, propose a shareable insight generalised from those memories
+    (kind knowledge, nobody in it). The answer only says it is waiting for the owner.
+    """
+    return await _call_tool(tools.memory_propose, text=text, from_memories=from_memories)
+
+
+@server.tool(name="consent_request", annotations=SUGGESTS)
+async def consent_request(
+    person_name: Annotated[str, Field(description="The person's whole name or alias.")],
+    reason: Annotated[str, Field(description="Why you need their consent (for the owner only).")] = "",
+) -> dict[str, Any]:
+    """Ask the owner to seek someone's consent so you may use memories with them.
+
+    The answer is the same whoever the name belongs to, or if it belongs to no one:
+    you will not learn whether they exist or what the owner decides.
+    """
+    return await _call_tool(tools.consent_request, person_name=person_name, reason=reason)
 
 
 def serve_stdio(*, raw_token: str) -> None:

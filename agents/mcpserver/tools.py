@@ -12,6 +12,7 @@ import uuid
 from datetime import date, datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from accounts.models import AccessToken
@@ -21,13 +22,23 @@ from agents.mcpserver.selectors import (
     mcp_timeline_window,
     mcp_visible_memory,
 )
-from agents.models import AccessSurface
+from agents.models import AccessSurface, ProposalSurface
+from agents.proposals import (
+    MAX_AGENT_REASON_LENGTH,
+    MAX_PROPOSAL_LENGTH,
+    AgentConsentAsk,
+    consent_request_from_agent,
+    memory_proposal_create,
+)
 from agents.services import access_log_record
+from circles.selectors import memory_privacy_audit
+from insights.services import insight_check
 from memories.models import Memory
 from memories.retrieval import MAX_LIMIT, memory_search
 from people.models import Person
 
 MAX_QUERY_LENGTH = 1000
+MAX_INSIGHT_SOURCES = 20
 MAX_NAME_LENGTH = 200
 PERSON_MEMORY_LIMIT = 20
 TIMELINE_DEFAULT_LIMIT = 50
@@ -155,11 +166,30 @@ def timeline_window(
     }
 
 
-def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
+def _parse_memory_id(memory_id: str, *, name: str = "memory_id") -> uuid.UUID:
     try:
-        parsed_id = uuid.UUID(str(memory_id).strip())
+        return uuid.UUID(str(memory_id).strip())
     except ValueError:
-        raise ToolInputError(f"memory_id must be a memory's id (a UUID), not {memory_id!r}.") from None
+        raise ToolInputError(f"{name} must be a memory's id (a UUID), not {memory_id!r}.") from None
+
+
+def _circles_out(memory: Memory) -> list[dict[str, Any]]:
+    # The same audit the owner's memory page shows, asked of the circles' gate. Only for a
+    # memory the agent already sees: everyone in it has consented for agents.
+    return [
+        {
+            "circle": circle_audit.circle.name,
+            "members": [
+                {"member": entry.label, "can_see": entry.visible, "why": entry.reasons}
+                for entry in circle_audit.members
+            ],
+        }
+        for circle_audit in memory_privacy_audit(memory=memory).circles
+    ]
+
+
+def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
+    parsed_id = _parse_memory_id(memory_id)
     with transaction.atomic():
         memory = mcp_visible_memory(owner=token.owner, memory_id=parsed_id)
         if memory is None:
@@ -177,6 +207,7 @@ def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
         for participant in memory.participants.all()
     ]
     source = memory.source_person
+    circles = _circles_out(memory)
     return {
         "memory": {
             "id": str(memory.pk),
@@ -207,5 +238,68 @@ def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
             else f"Never expires ({memory.kind} memories are long-lived)."
         ),
         "superseded_by": None,
-        "other_people": "Nobody else: memories are private to their owner and the owner's agents.",
+        "circles": circles,
+        "other_people": (
+            "Members of the circles listed, each as shown; nobody else."
+            if circles
+            else "Nobody else: it is shared into no circle; only the owner and the owner's agents see it."
+        ),
     }
+
+
+# --- proposals: the agent suggests, the owner decides in the app -----------------------------------
+
+WAITING_FOR_OWNER = (
+    "Proposed. Nothing is saved until the owner confirms it in Keepsake; they may edit or dismiss it, "
+    "and you will not be told which."
+)
+
+
+def memory_propose(
+    *, token: AccessToken, text: str, from_memories: list[str] | None = None
+) -> dict[str, Any]:
+    """Propose a memory (or, with `from_memories`, an insight generalised from them) for the owner.
+
+    The answer never depends on who the text names: people are matched for the owner's
+    eyes only. An insight's sources must be memories this agent may see (any other id is
+    "Memory not found."), and an insight naming anyone in them is refused with the names,
+    which the agent has already been shown.
+    """
+    text = _check_text(text, name="text", max_length=MAX_PROPOSAL_LENGTH)
+    sources: list[Memory] = []
+    if from_memories:
+        if len(from_memories) > MAX_INSIGHT_SOURCES:
+            raise ToolInputError(f"from_memories holds at most {MAX_INSIGHT_SOURCES} ids.")
+        ids = list(dict.fromkeys(_parse_memory_id(value, name="from_memories") for value in from_memories))
+        for memory_id in ids:
+            memory = mcp_visible_memory(owner=token.owner, memory_id=memory_id)
+            if memory is None:
+                raise ToolInputError(MEMORY_NOT_FOUND)
+            sources.append(memory)
+    try:
+        proposal = memory_proposal_create(
+            owner=token.owner, agent=token.agent, text=text, surface=ProposalSurface.MCP, sources=sources
+        )
+    except ValidationError as error:
+        raise ToolInputError(" ".join(error.messages)) from None
+    answer: dict[str, Any] = {
+        "status": "waiting_for_owner",
+        "proposal": str(proposal.pk),
+        "message": WAITING_FOR_OWNER,
+    }
+    if sources:
+        answer["warnings"] = [
+            warning.message for warning in insight_check(text=text, source_memories=sources).warnings
+        ]
+    return answer
+
+
+def consent_request(*, token: AccessToken, person_name: str, reason: str = "") -> dict[str, Any]:
+    """Ask the owner to seek someone's consent. The same answer whoever the name is, or is not."""
+    person_name = _check_text(person_name, name="person_name", max_length=MAX_NAME_LENGTH)
+    if len(reason or "") > MAX_AGENT_REASON_LENGTH:
+        raise ToolInputError(f"reason is too long (at most {MAX_AGENT_REASON_LENGTH} characters).")
+    message = consent_request_from_agent(
+        agent=token.agent, ask=AgentConsentAsk(person_name=person_name, reason=reason or "")
+    )
+    return {"status": "noted", "message": message}

@@ -140,4 +140,4 @@ def test_chat_operation_is_in_the_openapi_schema(client, alice):
     assert operation["operationId"] == "agents_chat"
     assert set(operation["responses"]) >= {"200", "400", "404"}
     response_schema = schema["components"]["schemas"]["AgentChatResponse"]
-    assert set(response_schema["properties"]) == {"reply", "conversation", "citations", "error"}
+    assert set(response_schema["properties"]) == {"reply", "conversation", "citations", "error", "proposal"}

@@ -37,7 +37,14 @@ from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"search_memories", "get_person", "timeline_window", "privacy_audit"}
+TOOLS = {
+    "search_memories",
+    "get_person",
+    "timeline_window",
+    "privacy_audit",
+    "memory_propose",
+    "consent_request",
+}
 
 
 # --- the world ----------------------------------------------------------------------
@@ -189,6 +196,10 @@ def test_tools_are_listed_with_their_arguments(transport, world):
     assert tools["search_memories"].input_schema["required"] == ["query"]
     assert tools["timeline_window"].input_schema["required"] == ["start", "end"]
     assert tools["privacy_audit"].annotations.read_only_hint is True
+    # The proposals suggest to the owner; they change no memory and no consent.
+    assert tools["memory_propose"].annotations.read_only_hint is False
+    assert tools["memory_propose"].annotations.destructive_hint is False
+    assert tools["consent_request"].input_schema["required"] == ["person_name"]
 
 
 def test_search_returns_only_consented_memories_and_logs_each_one(transport, world):
