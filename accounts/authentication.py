@@ -81,6 +81,15 @@ class OwnerOnly(permissions.BasePermission):
         return request_agent(request) is None
 
 
+class AgentTokensNotFound(permissions.BasePermission):
+    """For what exists only between people (linking, a person's own consents): agent tokens get 404."""
+
+    def has_permission(self, request: Request, view: object) -> bool:
+        if request_agent(request) is not None:
+            raise exceptions.NotFound()
+        return True
+
+
 class SessionOnly(permissions.BasePermission):
     """Tokens are managed from a signed-in browser session, never with a token."""
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.llm import LLMError, chat_completion, llm_config
@@ -30,8 +31,8 @@ from agents.proposals import memory_proposal_from_chat, remember_request
 from agents.selectors import agent_get_by_name, person_mentions_withheld
 from memories.models import Memory
 from memories.retrieval import memory_search
-from people.models import ConsentStatus, ConsentSurface, Person
-from people.services import person_set_consent
+from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
+from people.services import person_is_linked, person_set_consent
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +352,11 @@ def consent_request_create(
     agent: Agent | None = None,
     conversation: Conversation | None = None,
 ) -> ConsentRequest:
-    """Ask the owner to seek `person`'s consent. One pending request per person: asking again reuses it."""
+    """Ask the owner to seek `person`'s consent. One pending request per person: asking again reuses it.
+
+    A person linked to their own account decides for themself: the request is theirs
+    to answer (on My consents), and they are told of it; the owner only waits.
+    """
     if person.owner_id != owner.pk or (agent is not None and agent.owner_id != owner.pk):
         raise ValidationError({"person": "Unknown person."})
     if conversation is not None and conversation.owner_id != owner.pk:
@@ -369,17 +374,39 @@ def consent_request_create(
     )
     try:
         with transaction.atomic():
-            return ConsentRequest.objects.create(
+            created = ConsentRequest.objects.create(
                 owner=owner, person=person, agent=agent, conversation=conversation, reason=reason
             )
     except IntegrityError:
         # Another request for this person was created at the same moment: use it.
         return ConsentRequest.objects.get(person=person, status=ConsentRequestStatus.PENDING)
+    if person_is_linked(person):
+        _notify_linked_person(consent_request=created, owner=owner)
+    return created
+
+
+def _notify_linked_person(*, consent_request: ConsentRequest, owner: AbstractBaseUser) -> None:
+    # Only what the person may know: whose agent asked, and that it is about them. No memory text.
+    from inbox.models import NotificationKind
+    from inbox.services import notify
+
+    agent = consent_request.agent
+    who = f"{owner.get_username()}'s agent" + (f" {agent.name}" if agent is not None else "")
+    notify(
+        recipient=consent_request.person.linked_user_id,
+        kind=NotificationKind.CONSENT_REQUEST,
+        text=f"{who} asks for your consent to use memories about you. You decide on My consents.",
+        url=reverse("my_consents"),
+    )
 
 
 def _resolve(*, consent_request: ConsentRequest, actor: AbstractBaseUser, status: str) -> ConsentRequest:
     if actor.pk != consent_request.owner_id:
         raise ValidationError("Only the owner can answer a consent request.")
+    return _close(consent_request=consent_request, status=status)
+
+
+def _close(*, consent_request: ConsentRequest, status: str) -> ConsentRequest:
     locked = ConsentRequest.objects.select_for_update().get(pk=consent_request.pk)
     if locked.status != ConsentRequestStatus.PENDING:
         raise ValidationError(f"This request was already {locked.get_status_display().lower()}.")
@@ -409,3 +436,35 @@ def consent_request_approve(*, consent_request: ConsentRequest, actor: AbstractB
 @transaction.atomic
 def consent_request_dismiss(*, consent_request: ConsentRequest, actor: AbstractBaseUser) -> ConsentRequest:
     return _resolve(consent_request=consent_request, actor=actor, status=ConsentRequestStatus.DISMISSED)
+
+
+@transaction.atomic
+def consent_request_answer_by_person(
+    *,
+    consent_request: ConsentRequest,
+    user: AbstractBaseUser,
+    grant: bool,
+    reason: str = "",
+    surface: str = ConsentSurface.UI,
+) -> ConsentRequest:
+    """The linked person answers an agent's request about them: grant their consent for the owner's agents
+    (recorded as decided by the person themself) and close the request, or dismiss it.
+    """
+    person = consent_request.person
+    if not person_is_linked(person) or person.linked_user_id != user.pk:
+        raise PermissionDenied(
+            "Only the person it is about, signed in to their linked account, can answer this request."
+        )
+    status = ConsentRequestStatus.APPROVED if grant else ConsentRequestStatus.DISMISSED
+    _close(consent_request=consent_request, status=status)
+    if grant:
+        who = consent_request.agent.name if consent_request.agent is not None else "an agent"
+        person_set_consent(
+            person=person,
+            status=ConsentStatus.GRANTED,
+            actor=user,
+            surface=surface,
+            reason=reason.strip() or f"Granted after a request from {who}.",
+            actor_kind=ConsentActor.SELF,
+        )
+    return consent_request

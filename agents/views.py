@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -14,6 +14,7 @@ from agents.forms import AgentForm, ChatForm, ConsentRequestForm
 from agents.llm import llm_config
 from agents.models import Agent, Conversation
 from people.selectors import person_get
+from people.services import person_is_linked
 
 CONVERSATIONS_SHOWN = 50
 
@@ -197,7 +198,10 @@ def consent_request_create(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     if request.htmx:
         return render(request, "agents/_consent_request_button.html", {"person": person, "requested": True})
-    messages.success(request, f"Consent request added to {person.display_name}'s page.")
+    if person_is_linked(person):
+        messages.success(request, f"Request sent to {person.display_name}: they decide for themself.")
+    else:
+        messages.success(request, f"Consent request added to {person.display_name}'s page.")
     return redirect(back)
 
 
@@ -211,6 +215,8 @@ def _resolve_consent_request(request: HttpRequest, consent_request_id, *, approv
             services.consent_request_dismiss(consent_request=consent_request, actor=request.user)
     except ValidationError as error:
         messages.info(request, " ".join(error.messages))
+    except PermissionDenied as refused:  # a linked person answers their own requests
+        messages.error(request, str(refused))
     else:
         if approve:
             messages.success(request, f"{person.display_name}'s consent is now granted.")

@@ -170,7 +170,18 @@ def invite_accept(*, token: str, user: AbstractBaseUser) -> JoinRequest:
         return waiting
     if circle.memberships.count() >= MAX_MEMBERS:
         raise ValidationError(f"{circle.name} is full: a circle has at most {MAX_MEMBERS} members.")
-    return JoinRequest.objects.create(circle=circle, user=user, invite=invite)
+    join_request = JoinRequest.objects.create(circle=circle, user=user, invite=invite)
+    from inbox.models import NotificationKind
+    from inbox.services import notify
+
+    # The circle's owner may know only the circle and who asks (their username).
+    notify(
+        recipient=circle.owner_id,
+        kind=NotificationKind.JOIN_REQUEST,
+        text=f"{user.get_username()} asks to join {circle.name}.",
+        url=f"/circles/{circle.pk}/",
+    )
+    return join_request
 
 
 def _decide(request: JoinRequest, by: AbstractBaseUser) -> JoinRequest:

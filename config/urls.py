@@ -16,6 +16,9 @@ urlpatterns = [
     re_path(r"^mcp/?$", mcp_endpoint, name="mcp"),
     path("agents/", include("agents.urls")),
     path("circles/", include("circles.urls")),
+    path("links/", include("people.link_urls")),
+    path("me/", include("circles.linked_urls")),
+    path("inbox/", include("inbox.urls")),
     path("memories/insights/", include("insights.urls")),
     path("", include("memories.urls")),
 ]

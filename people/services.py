@@ -287,6 +287,20 @@ def person_link_invite_check(*, token: str) -> PersonLinkInvite:
     return invite
 
 
+def _check_linkable(*, person: Person, user: AbstractBaseUser) -> None:
+    if person.owner_id == user.pk:
+        raise LinkInvalid("This person is in your own journal: you cannot link yourself to them.")
+    if person.linked_user_id is not None:
+        raise LinkInvalid(f"{person.display_name} is already linked to an account.")
+
+
+def person_link_invite_check_for_user(*, token: str, user: AbstractBaseUser) -> PersonLinkInvite:
+    """What person_link_accept would refuse, asked before accepting (the link page), without writing."""
+    invite = person_link_invite_check(token=token)
+    _check_linkable(person=invite.person, user=user)
+    return invite
+
+
 @transaction.atomic
 def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
     """Link the invitation's person to `user`: from now on they decide their own consent."""
@@ -295,10 +309,7 @@ def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
     if invite.used_at is not None:
         raise LinkInvalid("This link invitation has already been used.")
     person = Person.objects.select_for_update().get(pk=invite.person_id)
-    if person.owner_id == user.pk:
-        raise LinkInvalid("This person is in your own journal: you cannot link yourself to them.")
-    if person.linked_user_id is not None:
-        raise LinkInvalid(f"{person.display_name} is already linked to an account.")
+    _check_linkable(person=person, user=user)
     now = timezone.now()
     Person.objects.filter(pk=person.pk).update(linked_user=user)
     invite.used_at, invite.used_by = now, user

@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from memories.selectors import MemoryFilters, memory_list
 from people import selectors, services
@@ -28,6 +32,8 @@ def _person_context(request: HttpRequest, person: Person, **extra) -> dict:
     memories = memory_list(owner=request.user, filters=MemoryFilters(person=person))
     return {
         "person": person,
+        "is_linked": services.person_is_linked(person),
+        "link_invites": selectors.person_link_invites_open(person=person),
         "consent_form": ConsentForm(initial={"status": person.consent_status}),
         "consent_events": selectors.person_consent_events(person=person),
         "memories": memories[:PERSON_MEMORIES_SHOWN],
@@ -86,6 +92,8 @@ def person_consent(request: HttpRequest, person_id) -> HttpResponse:
             )
         except ValidationError as error:
             _add_service_errors(form, error)
+        except PermissionDenied as refused:  # a linked person grants for themself, never the owner
+            form.add_error(None, str(refused))
         else:
             if request.htmx:
                 # The panel swaps in place; the person's memories come along
@@ -142,3 +150,122 @@ def person_delete(request: HttpRequest, person_id) -> HttpResponse:
     memory_count = memory_list(owner=request.user, filters=MemoryFilters(person=person)).count()
     template = "people/person_confirm_delete.html" + ("#confirm-delete" if request.htmx else "")
     return render(request, template, {"person": person, "memory_count": memory_count, "error": error})
+
+
+# --- linking a person to their own account (the owner's side) ------------------------------------
+
+
+def _link_url(request: HttpRequest, token: str) -> str:
+    return request.build_absolute_uri(reverse("person_link", args=[token]))
+
+
+def _link_panel(request: HttpRequest, person: Person, status: int = 200, **extra) -> HttpResponse:
+    template = "people/person_detail.html" + ("#link-panel" if request.htmx else "")
+    return render(request, template, _person_context(request, person, **extra), status=status)
+
+
+@never_cache  # the link is shown once; no cache may keep a copy of it
+@login_required
+@require_POST
+def person_link_invite_create(request: HttpRequest, person_id) -> HttpResponse:
+    """A link invitation for the person themself: the link is shown once, here."""
+    person = selectors.person_get(owner=request.user, person_id=person_id)
+    try:
+        invite, token = services.person_link_invite_create(person=person, by=request.user)
+    except ValidationError as refused:  # Self, or already linked
+        return _link_panel(request, person, link_error=" ".join(refused.messages))
+    return _link_panel(request, person, new_link_invite=invite, new_link_url=_link_url(request, token))
+
+
+@login_required
+@require_POST
+def person_link_invite_revoke(request: HttpRequest, person_id, invite_id) -> HttpResponse:
+    invite = selectors.person_link_invite_get(owner=request.user, person_id=person_id, invite_id=invite_id)
+    services.person_link_invite_revoke(invite=invite, by=request.user)
+    message = "Link invitation withdrawn: it no longer works."
+    if request.htmx:
+        return _link_panel(request, invite.person, link_message=message)
+    messages.success(request, message)
+    return redirect(reverse("person_detail", args=[invite.person_id]) + "#link-panel")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
+    """The owner unlinks (GET asks first): the person's last choices stay, and the owner decides again."""
+    person = selectors.person_get(owner=request.user, person_id=person_id)
+    if not services.person_is_linked(person):
+        messages.info(request, f"{person.display_name} is not linked to an account.")
+        return redirect("person_detail", person_id=person.pk)
+    if request.method == "POST":
+        services.person_unlink(person=person, by=request.user)
+        messages.success(
+            request, f"Unlinked {person.display_name}. Their last choices stay; you decide from now on."
+        )
+        url = reverse("person_detail", args=[person.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    template = "people/person_confirm_unlink.html" + ("#confirm-unlink" if request.htmx else "")
+    return render(request, template, {"person": person})
+
+
+# --- the link page (the person themself) ----------------------------------------------------------
+
+
+def _link_invalid(request: HttpRequest, invalid: services.LinkInvalid, status: int) -> HttpResponse:
+    template = "people/link.html" + ("#link-card" if request.htmx else "")
+    return render(request, template, {"invalid": " ".join(invalid.messages)}, status=status)
+
+
+def _link_check(request: HttpRequest, token: str):
+    """The invite, or the response that says why it cannot be used (and changes nothing).
+
+    A token that does not work for anyone (unknown, used, withdrawn, expired) is a 404;
+    one that works but not for this account (their own person, already linked) a 409.
+    """
+    try:
+        invite = services.person_link_invite_check(token=token)
+    except services.LinkInvalid as invalid:
+        return None, _link_invalid(request, invalid, status=404)
+    if request.user.is_authenticated:
+        try:
+            services.person_link_invite_check_for_user(token=token, user=request.user)
+        except services.LinkInvalid as invalid:
+            return None, _link_invalid(request, invalid, status=409)
+    return invite, None
+
+
+@never_cache
+@require_GET
+def person_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Who invites you and what linking means, with Accept — or sign in / sign up first and come back."""
+    invite, refused = _link_check(request, token)
+    if refused is not None:
+        return refused
+    context = {
+        "invite": invite,
+        "inviter": invite.person.owner,
+        "link_path": reverse("person_link", args=[token]),
+        "accept_url": reverse("person_link_accept", args=[token]),
+    }
+    template = "people/link.html" + ("#link-card" if request.htmx else "")
+    return render(request, template, context)
+
+
+@never_cache
+@require_POST
+def person_link_accept(request: HttpRequest, token: str) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(reverse("person_link", args=[token]))
+    _, refused = _link_check(request, token)
+    if refused is not None:
+        return refused
+    try:
+        person = services.person_link_accept(token=token, user=request.user)
+    except services.LinkInvalid as invalid:  # used or linked a moment ago by someone else
+        return _link_invalid(request, invalid, status=409)
+    messages.success(
+        request,
+        f"Linked. You now decide who may see memories about you in {person.owner.get_username()}'s journal.",
+    )
+    url = reverse("my_consents") + f"#linked-{person.pk}"
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -11,6 +11,7 @@ from django import template
 from agents.selectors import access_log_list, consent_request_list_pending
 from memories.models import Memory
 from people.models import ConsentStatus, Person
+from people.services import person_is_linked
 
 register = template.Library()
 
@@ -21,7 +22,12 @@ def consent_requests(context: template.Context, person: Person) -> dict:
     pending = []
     if person.consent_status != ConsentStatus.GRANTED:
         pending = list(consent_request_list_pending(owner=context["request"].user, person=person))
-    return {"person": person, "consent_requests": pending, "csrf_token": context.get("csrf_token")}
+    return {
+        "person": person,
+        "consent_requests": pending,
+        "linked": person_is_linked(person),  # then the request went to them: the owner only waits
+        "csrf_token": context.get("csrf_token"),
+    }
 
 
 @register.inclusion_tag("agents/_access_log.html", takes_context=True)

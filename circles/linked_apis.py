@@ -1,0 +1,230 @@
+"""REST API for the people linked to their own accounts (SPEC §4 "Linked people", §6).
+
+- `people/{id}/link/` DELETE: either side unlinks — the journal's owner with their
+  person's id, or the linked person with the id of the entry about them (found only
+  through linked_person_get: anyone else's person is a 404).
+- `me/consents/` GET: every journal that links the caller, each entry about them and
+  each audience with its status and how many of the owner's memories they are in —
+  counts only, never a memory. POST `{person, audience, status, reason}`: decide, as
+  the person themself.
+
+Between people only: agent tokens get 404 everywhere here. These live in circles
+because the audiences are the owner's circles (circles builds on people).
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.api_errors import VALIDATION_ERROR, error_response
+from circles.selectors import (
+    LinkedAudience,
+    linked_audience_label,
+    linked_consents_for_user,
+    linked_person_audiences,
+    linked_person_get,
+)
+from people.apis import LINK_PERMISSIONS, ConsentEventOutputSerializer
+from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
+from people.selectors import person_get
+from people.services import person_is_linked, person_set_consent, person_unlink
+
+NOT_FOUND = error_response(
+    "Unknown, not yours and not linked to you, or an agent token: always the same answer."
+)
+
+
+class LinkedAudienceSerializer(serializers.Serializer):
+    audience = serializers.CharField(help_text="`agents` or `circle:<circle id>`.")
+    label = serializers.CharField(help_text="“<owner>'s agents”, or the circle's name.")
+    status = serializers.ChoiceField(choices=ConsentStatus.choices)
+    reason = serializers.CharField()
+    updated_at = serializers.DateTimeField(allow_null=True)
+    updated_by = serializers.ChoiceField(choices=ConsentActor.choices, help_text="`self` is you.")
+    memory_count = serializers.IntegerField(
+        help_text="How many of the owner's memories you are in, for this audience (for a circle: of those "
+        "shared into it). A count only: never a memory."
+    )
+
+    class Meta:
+        ref_name = "LinkedAudience"
+
+
+class LinkedConsentRequestSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    agent = serializers.CharField(allow_null=True, help_text="The name of the owner's agent that asked.")
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+    class Meta:
+        ref_name = "LinkedConsentRequest"
+
+
+class LinkedPersonSerializer(serializers.Serializer):
+    person = serializers.UUIDField()
+    display_name = serializers.CharField(help_text="How the journal's owner names you.")
+    audiences = LinkedAudienceSerializer(many=True)
+    consent_requests = LinkedConsentRequestSerializer(
+        many=True, help_text="Pending requests from the owner's agents about you."
+    )
+
+    class Meta:
+        ref_name = "LinkedPerson"
+
+
+class LinkedJournalSerializer(serializers.Serializer):
+    owner = serializers.CharField(help_text="The journal owner's username.")
+    people = LinkedPersonSerializer(many=True)
+
+    class Meta:
+        ref_name = "LinkedJournal"
+
+
+def _audience_output(linked: LinkedAudience, person: Person) -> dict:
+    consent = linked.consent
+    return {
+        "audience": consent.audience,
+        "label": linked_audience_label(consent=consent, owner=person.owner),
+        "status": consent.status,
+        "reason": consent.reason,
+        "updated_at": consent.updated_at,
+        "updated_by": consent.updated_by,
+        "memory_count": linked.memory_count,
+    }
+
+
+@extend_schema(tags=["people"])
+class PersonLinkApi(APIView):
+    permission_classes = LINK_PERMISSIONS
+
+    @extend_schema(
+        operation_id="people_link_destroy",
+        summary="Unlink (either side): the person's last choices stay and the owner decides again",
+        responses={
+            204: None,
+            404: NOT_FOUND,
+            409: error_response("The owner's person is not linked to an account."),
+        },
+    )
+    def delete(self, request: Request, person_id) -> Response:
+        try:
+            person = person_get(owner=request.user, person_id=person_id)
+        except Http404:
+            person = linked_person_get(user=request.user, person_id=person_id)
+        if not person_is_linked(person):
+            return Response(
+                {"detail": f"{person.display_name} is not linked to an account."},
+                status=status.HTTP_409_CONFLICT,
+            )
+        person_unlink(person=person, by=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["people"])
+class MyConsentsApi(APIView):
+    permission_classes = LINK_PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        results = LinkedJournalSerializer(many=True)
+
+        class Meta:
+            ref_name = "MyConsents"
+
+    class InputSerializer(serializers.Serializer):
+        person = serializers.UUIDField(help_text="The entry about you (from GET me/consents/).")
+        audience = serializers.CharField(
+            max_length=100, help_text="`agents`, or `circle:<circle id>` for one of the owner's circles."
+        )
+        status = serializers.ChoiceField(choices=ConsentStatus.choices)
+        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+
+        class Meta:
+            ref_name = "MyConsentChange"
+
+    class ChangedSerializer(serializers.Serializer):
+        person = serializers.UUIDField()
+        consent = LinkedAudienceSerializer()
+        event = ConsentEventOutputSerializer(
+            allow_null=True, help_text="The recorded change; null when the status was already this."
+        )
+
+        class Meta:
+            ref_name = "MyConsentChangeResult"
+
+    @extend_schema(
+        operation_id="me_consents_list",
+        summary="The journals that link me: each entry about me and each audience (counts only)",
+        responses={200: OutputSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request: Request) -> Response:
+        journals = [
+            {
+                "owner": journal.owner.get_username(),
+                "people": [
+                    {
+                        "person": entry.person.pk,
+                        "display_name": entry.person.display_name,
+                        "audiences": [_audience_output(linked, entry.person) for linked in entry.audiences],
+                        "consent_requests": [
+                            {
+                                "id": consent_request.pk,
+                                "agent": consent_request.agent.name if consent_request.agent else None,
+                                "reason": consent_request.reason,
+                                "created_at": consent_request.created_at,
+                            }
+                            for consent_request in entry.pending_requests
+                        ],
+                    }
+                    for entry in journal.people
+                ],
+            }
+            for journal in linked_consents_for_user(user=request.user)
+        ]
+        return Response(self.OutputSerializer({"results": journals}).data)
+
+    @extend_schema(
+        operation_id="me_consents_set",
+        summary="Decide, as the person themself, one audience of an entry about me (surface “api”)",
+        request=InputSerializer,
+        responses={200: ChangedSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        person = linked_person_get(user=request.user, person_id=data["person"])
+        audience = data["audience"].strip().lower()
+        if audience not in linked_person_audiences(person=person):
+            owner = person.owner.get_username()
+            unknown = f"Unknown audience: {owner}'s journal has 'agents' and {owner}'s circles only."
+            return Response({"audience": [unknown]}, status=status.HTTP_400_BAD_REQUEST)
+        event = person_set_consent(
+            person=person,
+            status=data["status"],
+            reason=data["reason"],
+            actor=request.user,
+            surface=ConsentSurface.API,
+            audience=audience,
+            actor_kind=ConsentActor.SELF,
+        )
+        entry = next(
+            entry
+            for journal in linked_consents_for_user(user=request.user)
+            for entry in journal.people
+            if entry.person.pk == person.pk
+        )
+        linked = next(linked for linked in entry.audiences if linked.consent.audience == audience)
+        return Response(
+            self.ChangedSerializer(
+                {
+                    "person": person.pk,
+                    "consent": _audience_output(linked, entry.person),
+                    "event": event,
+                }
+            ).data
+        )
