@@ -75,3 +75,21 @@ def mcp_timeline_window(
 def mcp_visible_memory(*, owner: AbstractBaseUser, memory_id: uuid.UUID) -> Memory | None:
     """The memory if the gate lets agents see it; None otherwise (absent, another owner's or gated)."""
     return _with_people(agent_visible_memories(owner)).filter(pk=memory_id).first()
+
+
+def mcp_circle_timeline_window(
+    *, circle, viewer: AbstractBaseUser, start: date, end: date, limit: int
+) -> tuple[list[Memory], bool]:
+    """What the viewer's agent may see in the circle (the gate's circle case, for an agent), oldest first."""
+    from memories.retrieval import circle_visible_memories
+
+    memories = memory_apply_filters(
+        circle_visible_memories(circle.pk, [viewer.pk], for_agent=True),
+        MemoryFilters(date_from=start, date_to=end),
+    )
+    window = list(
+        _with_people(memories)
+        .select_related("owner")
+        .order_by("occurred_at", "created_at", "pk")[: limit + 1]
+    )
+    return window[:limit], len(window) > limit

@@ -102,16 +102,25 @@ Limit = Annotated[
 ]
 
 
+CIRCLE_ARGUMENT = (
+    "Optional: a circle's id. Reads what your owner may see in that circle, when the circle lets "
+    "members' agents read; empty: your owner's own journal."
+)
+
+
 @server.tool(name="search_memories", annotations=READ_ONLY)
 async def search_memories(
     query: Annotated[str, Field(description="What to look for, in plain words.")],
     limit: Limit = 10,
+    circle: Annotated[str, Field(description=CIRCLE_ARGUMENT)] = "",
 ) -> dict[str, Any]:
     """Search the journal by meaning and by words; best matches first.
 
-    Returns only memories everyone in them has consented to share with agents.
+    Returns only memories everyone in them has consented to share with agents. With
+    `circle`: what this agent's owner may see in that circle, when it lets members'
+    agents read (each result names its owner).
     """
-    return await _call_tool(tools.search_memories, query=query, limit=limit)
+    return await _call_tool(tools.search_memories, query=query, limit=limit, circle=circle)
 
 
 @server.tool(name="get_person", annotations=READ_ONLY)
@@ -133,12 +142,14 @@ async def timeline_window(
     start: Annotated[str, Field(description="First day, an ISO date such as 2024-05-01.")],
     end: Annotated[str, Field(description="Last day (included), an ISO date such as 2024-05-31.")],
     limit: Limit = tools.TIMELINE_DEFAULT_LIMIT,
+    circle: Annotated[str, Field(description=CIRCLE_ARGUMENT)] = "",
 ) -> dict[str, Any]:
     """The memories that happened between two dates, oldest first.
 
     `truncated` is true when more memories fall in the window than `limit`: narrow it.
+    With `circle`: in that circle instead of the owner's journal (as search_memories).
     """
-    return await _call_tool(tools.timeline_window, start=start, end=end, limit=limit)
+    return await _call_tool(tools.timeline_window, start=start, end=end, limit=limit, circle=circle)
 
 
 @server.tool(name="privacy_audit", annotations=READ_ONLY)

@@ -14,9 +14,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.http import Http404
 
 from accounts.models import AccessToken
 from agents.mcpserver.selectors import (
+    mcp_circle_timeline_window,
     mcp_people_named,
     mcp_person_memories,
     mcp_timeline_window,
@@ -34,7 +36,7 @@ from agents.services import access_log_record
 from circles.selectors import memory_privacy_audit
 from insights.services import insight_check
 from memories.models import Memory
-from memories.retrieval import MAX_LIMIT, memory_search
+from memories.retrieval import MAX_LIMIT, circle_memory_search, memory_search
 from people.models import Person
 
 MAX_QUERY_LENGTH = 1000
@@ -105,9 +107,47 @@ def _log(token: AccessToken, memories: list[Memory]) -> None:
     access_log_record(owner=token.owner, memories=memories, surface=AccessSurface.MCP, agent=token.agent)
 
 
-def search_memories(*, token: AccessToken, query: str, limit: int = 10) -> dict[str, Any]:
+# The same words whether the circle does not exist, the owner is not in it, or it does
+# not let members' agents read: an agent must not learn which.
+CIRCLE_NOT_FOUND = "No circle {circle!r} that this agent may read."
+
+
+def _readable_circle(token: AccessToken, circle: str):
+    """A circle whose members' agents may read and whose member this agent's owner is (A2A), or refuse."""
+    from circles.selectors import circle_get_for_agent
+
+    try:
+        return circle_get_for_agent(agent=token.agent, circle_id=circle)
+    except Http404:
+        raise ToolInputError(CIRCLE_NOT_FOUND.format(circle=circle)) from None
+
+
+def _circle_memory_out(memory: Memory) -> dict[str, Any]:
+    # Another member's memory: its owner by username, the people in it by name (the gate let it through).
+    return {**_memory_out(memory), "owner": memory.owner.get_username()}
+
+
+def _log_a2a(token: AccessToken, memories: list[Memory]) -> None:
+    from circles.services import circle_access_log_record
+
+    circle_access_log_record(
+        memories=memories, viewer=token.owner, surface=AccessSurface.A2A, agent=token.agent
+    )
+
+
+def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: str = "") -> dict[str, Any]:
     query = _check_text(query, name="query", max_length=MAX_QUERY_LENGTH)
     limit = _check_limit(limit)
+    if circle:
+        with transaction.atomic():
+            readable = _readable_circle(token, circle)
+            hits = circle_memory_search(readable.pk, [token.owner.pk], query, limit=limit, for_agent=True)
+            _log_a2a(token, [hit.memory for hit in hits])
+        return {
+            "query": query,
+            "circle": readable.name,
+            "results": [{**_circle_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in hits],
+        }
     with transaction.atomic():
         hits = memory_search(token.owner, query, respect_consent=True, limit=limit)
         _log(token, [hit.memory for hit in hits])
@@ -148,12 +188,26 @@ def get_person(*, token: AccessToken, name: str) -> dict[str, Any]:
 
 
 def timeline_window(
-    *, token: AccessToken, start: str, end: str, limit: int = TIMELINE_DEFAULT_LIMIT
+    *, token: AccessToken, start: str, end: str, limit: int = TIMELINE_DEFAULT_LIMIT, circle: str = ""
 ) -> dict[str, Any]:
     first, last = _parse_day(start, name="start"), _parse_day(end, name="end")
     if first > last:
         raise ToolInputError(f"start ({first.isoformat()}) must be on or before end ({last.isoformat()}).")
     limit = _check_limit(limit)
+    if circle:
+        with transaction.atomic():
+            readable = _readable_circle(token, circle)
+            memories, truncated = mcp_circle_timeline_window(
+                circle=readable, viewer=token.owner, start=first, end=last, limit=limit
+            )
+            _log_a2a(token, memories)
+        return {
+            "start": first.isoformat(),
+            "end": last.isoformat(),
+            "circle": readable.name,
+            "memories": [_circle_memory_out(memory) for memory in memories],
+            "truncated": truncated,
+        }
     with transaction.atomic():
         memories, truncated = mcp_timeline_window(owner=token.owner, start=first, end=last, limit=limit)
         _log(token, memories)

@@ -113,3 +113,43 @@ def test_only_the_owner_turns_it_on_from_the_chat_page(client, alice, bob, famil
     client.post(f"/circles/{family.pk}/chat/agent/", {"role": "caregiver", "agents_may_read": "on"})
     family.refresh_from_db()
     assert family.agents_may_read is True
+
+
+# --- the same through the MCP tools (search_memories and timeline_window with `circle`) ---------
+
+
+def _mcp_token(user):
+    agent = Agent.objects.get(owner=user, name="Caregiver")
+    token, _ = access_token_create(owner=user, kind=TokenKind.AGENT, agent=agent)
+    return token
+
+
+def test_mcp_tools_read_a_circle_only_when_allowed(alice, bob, family, shared):
+    from agents.mcpserver import tools
+
+    token = _mcp_token(bob)
+    today = timezone.now().date().isoformat()
+    for call in (
+        lambda: tools.search_memories(token=token, query="picnic", circle=str(family.pk)),
+        lambda: tools.timeline_window(token=token, start="2000-01-01", end=today, circle=str(family.pk)),
+    ):
+        with pytest.raises(tools.ToolInputError) as refused:
+            call()
+        # The same words as for a circle that does not exist.
+        with pytest.raises(tools.ToolInputError) as unknown:
+            tools.search_memories(token=token, query="picnic", circle="00000000-0000-0000-0000-000000000000")
+        assert str(refused.value).replace(str(family.pk), "X") == str(unknown.value).replace(
+            "00000000-0000-0000-0000-000000000000", "X"
+        )
+    circle_update(circle=family, by=alice, agents_may_read=True)
+    found = tools.search_memories(token=token, query="picnic", circle=str(family.pk))
+    assert [item["id"] for item in found["results"]] == [str(shared["open"].pk)]
+    assert found["results"][0]["owner"] == "alice"
+    window = tools.timeline_window(token=token, start="2000-01-01", end=today, circle=str(family.pk))
+    assert [item["id"] for item in window["memories"]] == [str(shared["open"].pk)]
+    assert AccessLog.objects.filter(surface="a2a", memory=shared["open"]).count() == 2
+    # Without `circle` the tools still read only Bob's own journal: Alice's memory is not there.
+    assert tools.search_memories(token=token, query="picnic")["results"] == []
+    membership_remove(circle=family, user_id=bob.pk, by=bob)
+    with pytest.raises(tools.ToolInputError):
+        tools.search_memories(token=token, query="picnic", circle=str(family.pk))
