@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts.apis import TokenListApi, TokenRevokeApi
 from agents.apis import AgentChatApi, AgentConsentRequestApi, AgentDetailApi, AgentListApi
@@ -119,7 +119,12 @@ v1_patterns = [
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves Swagger UI's init script from ?script, not inline: the CSP holds.
+    path(
+        "docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api/swagger_ui.html"),
+        name="api-docs",
+    ),
     path("v1/", include(v1_patterns)),
     re_path(r"^v1/", api_not_found),
 ]
