@@ -163,6 +163,18 @@ class MemoryShare(models.Model):
                 include=["blocked_count", "owner"],
                 name="memory_share_timeline",
             ),
+            # Counting a circle's open shares, and finding a viewer's own blocked ones.
+            models.Index(
+                fields=["circle"],
+                include=["memory"],
+                condition=models.Q(blocked_count=0),
+                name="memory_share_open_idx",
+            ),
+            models.Index(
+                fields=["owner", "circle"],
+                condition=models.Q(blocked_count__gt=0),
+                name="memory_share_blocked_owner_idx",
+            ),
             HnswIndex(
                 fields=["embedding"],
                 condition=models.Q(blocked_count=0),

@@ -688,11 +688,14 @@ def _circle_open_shares(circle_id: uuid.UUID | str, viewers: list[int]) -> tuple
 
 
 def _circle_open_count(circle_id: uuid.UUID | str, viewers: list[int], cap: int) -> int:
-    condition, params = _circle_open_shares(circle_id, viewers)
+    """Open shares (counted to cap + 1 on memory_share_open_idx) plus the viewers' own blocked ones."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {_share_table()} s WHERE {condition} LIMIT %s) open",
-            [*params, cap + 1],
+            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {_share_table()} s "
+            "WHERE s.circle_id = %s AND s.blocked_count = 0 LIMIT %s) open) + "
+            f"(SELECT count(*) FROM {_share_table()} s "
+            "WHERE s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0)",
+            [str(circle_id), cap + 1, viewers, str(circle_id)],
         )
         return cursor.fetchone()[0]
 
@@ -727,7 +730,8 @@ def _circle_neighbours(
     searched exactly beside it; a short answer is filled by exact search when the
     circle is not too big.
     """
-    open_count = _circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP)
+    # Counted only as far as the choice needs (a count to 20,000 costs more than the search).
+    open_count = _circle_open_count(circle_id, viewers, CIRCLE_EXACT_CANDIDATES_MAX)
     if open_count == 0:
         return []
     vector = Vector(embedding).to_text()
@@ -763,17 +767,19 @@ def _circle_neighbours(
             [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
         )
         rows = list(cursor.fetchall())
-    own_blocked = scope.filter(
-        RawSQL(
-            f"{Memory._meta.db_table}.id = ANY(ARRAY(SELECT s.memory_id FROM {_share_table()} s "
-            "WHERE s.circle_id = %s AND s.blocked_count > 0 AND s.owner_id = ANY(%s)))",
-            [str(circle_id), viewers],
-            output_field=BooleanField(),
+    # The viewers' own shares that the count calls blocked (the owner always sees their
+    # own): usually none, looked up first so the common case costs one index probe.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.memory_id FROM {_share_table()} s "
+            "WHERE s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0",
+            [viewers, str(circle_id)],
         )
-    )
-    rows += _exact_neighbours(own_blocked, embedding, limit)
+        own_blocked = [row[0] for row in cursor.fetchall()]
+    if own_blocked:
+        rows += _exact_neighbours(scope.filter(pk__in=own_blocked), embedding, limit)
     rows = _by_distance(rows)[:limit]
-    if len(rows) < limit and open_count <= EXACT_FALLBACK_MAX_MEMORIES:
+    if len(rows) < limit and _circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP) <= CIRCLE_COUNT_CAP:
         return _exact_neighbours(_among_open_shares(scope, circle_id, viewers), embedding, limit)
     return rows
 
