@@ -22,6 +22,7 @@ from agents.proposals import (
 )
 from agents.selectors import agent_get, agent_list, conversation_get
 from agents.services import MAX_MESSAGE_LENGTH, chat_turn
+from config.api_inputs import StrictCharField
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -82,7 +83,7 @@ class AgentChatApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer):
-        message = serializers.CharField(max_length=MAX_MESSAGE_LENGTH)
+        message = StrictCharField(max_length=MAX_MESSAGE_LENGTH)
         conversation = serializers.UUIDField(
             required=False, allow_null=True, help_text="Continue this conversation; omit to start a new one."
         )
@@ -160,11 +161,11 @@ class AgentConsentRequestApi(APIView):
     """
 
     class InputSerializer(serializers.Serializer):
-        person_name = serializers.CharField(
+        person_name = StrictCharField(
             required=False, allow_blank=True, max_length=200, help_text="Whole name or alias."
         )
         person = serializers.UUIDField(required=False, allow_null=True, help_text="Or the person's id.")
-        reason = serializers.CharField(
+        reason = StrictCharField(
             required=False,
             allow_blank=True,
             max_length=MAX_AGENT_REASON_LENGTH,

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path, re_path
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts.apis import TokenListApi, TokenRevokeApi
@@ -36,9 +40,36 @@ from people.apis import (
 )
 
 
+@csrf_exempt
 def api_not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
-    """Unknown API paths (including malformed ids) answer JSON, not the HTML 404 page."""
+    """Unknown API paths (including malformed ids) answer JSON, not the HTML 404 page.
+
+    CSRF-exempt: it changes nothing, and a token client's DELETE to a malformed id
+    must get this 404, not the HTML CSRF page (DRF views exempt token requests themselves).
+    """
     return JsonResponse({"detail": "Not found."}, status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """settings' handler400: API and MCP callers get JSON; everyone else Django's page.
+
+    Django answers a body over DATA_UPLOAD_MAX_MEMORY_SIZE (and other suspicious
+    requests) through this handler, before any API view can render an error.
+    """
+    too_big = isinstance(exception, RequestDataTooBig)
+    if too_big:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"Request body too large: at most {limit // 1024} KB."
+    else:
+        message = "Bad request."
+    status = 413 if too_big else 400
+    if request.path.startswith("/mcp"):
+        # JSON-RPC's shape: the request could not be read, so it has no id.
+        error = {"code": -32600, "message": message}
+        return JsonResponse({"jsonrpc": "2.0", "id": None, "error": error}, status=status)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": message}, status=status)
+    return defaults.bad_request(request, exception)
 
 
 v1_patterns = [

@@ -5,6 +5,9 @@ from django.urls import include, path, re_path
 
 from agents.mcpserver.views import mcp_endpoint
 
+# API and /mcp/ callers get JSON for a refused request (e.g. a body that is too large).
+handler400 = "config.api_urls.bad_request"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),

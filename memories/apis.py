@@ -23,6 +23,8 @@ from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
 from agents.models import AccessSurface
 from agents.services import access_log_record
+from config.api_inputs import StrictCharField
+from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
 from memories.retrieval import agent_visible_memories, memory_search, memory_similar
 from memories.selectors import MemoryFilters, memory_apply_filters, memory_get, memory_list
@@ -191,7 +193,7 @@ class MemoryListApi(APIView):
         date_from = serializers.DateField(required=False, help_text="On or after this day.")
         date_to = serializers.DateField(required=False, help_text="On or before this day.")
         limit = serializers.IntegerField(min_value=1, max_value=100, default=20)
-        offset = serializers.IntegerField(min_value=0, default=0)
+        offset = serializers.IntegerField(min_value=0, max_value=API_MAX_OFFSET, default=0)
 
         class Meta:
             ref_name = "MemoryListFilters"
@@ -212,8 +214,10 @@ class MemoryListApi(APIView):
             ref_name = "MemoryPage"
 
     class InputSerializer(serializers.Serializer):
-        body = serializers.CharField(max_length=50_000)
-        title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+        body = StrictCharField(max_length=MEMORY_BODY_MAX_LENGTH)
+        title = StrictCharField(
+            max_length=MEMORY_TITLE_MAX_LENGTH, allow_blank=True, required=False, default=""
+        )
         occurred_at = serializers.DateTimeField(
             required=False, allow_null=True, default=None, help_text="When it happened; defaults to now."
         )
@@ -302,8 +306,10 @@ class MemoryDetailApi(APIView):
     permission_classes = PERMISSIONS
 
     class InputSerializer(serializers.Serializer):
-        body = serializers.CharField(max_length=50_000)
-        title = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+        body = StrictCharField(max_length=MEMORY_BODY_MAX_LENGTH)
+        title = StrictCharField(
+            max_length=MEMORY_TITLE_MAX_LENGTH, allow_blank=True, required=False, default=""
+        )
         occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
         # PUT without them (or null) works them out from the new text; PATCH without them keeps them.
         kind = serializers.ChoiceField(
@@ -400,7 +406,7 @@ class RetrievalParamsSerializer(serializers.Serializer):
 @extend_schema(tags=["memories"])
 class MemorySearchApi(APIView):
     class ParamsSerializer(RetrievalParamsSerializer):
-        q = serializers.CharField(max_length=1000, help_text="What to look for (words or a question).")
+        q = StrictCharField(max_length=1000, help_text="What to look for (words or a question).")
 
         class Meta:
             ref_name = "MemorySearchParams"

@@ -6,6 +6,12 @@ from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from config.limits import (
+    MEMORY_BODY_MAX_LENGTH,
+    MEMORY_TITLE_MAX_LENGTH,
+    TOO_FAR_IN_THE_FUTURE,
+    date_too_far,
+)
 from memories.lifecycle import kind_lifetimes
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.selectors import memory_list
@@ -32,8 +38,9 @@ def _kind_label(label: str, lifetime: timedelta | None) -> str:
 
 
 class MemoryForm(forms.Form):
-    title = forms.CharField(max_length=200, required=False)
+    title = forms.CharField(max_length=MEMORY_TITLE_MAX_LENGTH, required=False)
     body = forms.CharField(
+        max_length=MEMORY_BODY_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What happened? What do you want to keep?"}),
         error_messages={"required": "Write something: a memory needs a body."},
     )
@@ -92,6 +99,8 @@ class MemoryForm(forms.Form):
 
     def clean_occurred_at(self):
         occurred_at = self.cleaned_data.get("occurred_at")
+        if date_too_far(occurred_at):
+            raise forms.ValidationError(TOO_FAR_IN_THE_FUTURE)
         return occurred_at or timezone.now()
 
     @classmethod
@@ -153,6 +162,9 @@ class BaseParticipantFormSet(forms.BaseFormSet):
     def clean(self) -> None:
         if any(self.errors):
             return
+        if self.management_form.cleaned_data.get("TOTAL_FORMS", 0) < 0:
+            # Django builds no forms for a negative count: the people would be dropped silently.
+            raise forms.ValidationError("The list of people was sent damaged; reload the page and try again.")
         seen_people: set = set()
         seen_names: set[str] = set()
         for form in self.forms:
@@ -182,8 +194,15 @@ class BaseParticipantFormSet(forms.BaseFormSet):
 
 PARTICIPANT_MAX_ROWS = 20
 
+# absolute_max: a forged TOTAL_FORMS of 99999999 builds at most this many forms (Django's
+# default would build 1 000 more) and, with validate_max, is a form error.
 ParticipantFormSet = forms.formset_factory(
-    ParticipantForm, formset=BaseParticipantFormSet, extra=3, max_num=PARTICIPANT_MAX_ROWS, validate_max=True
+    ParticipantForm,
+    formset=BaseParticipantFormSet,
+    extra=3,
+    max_num=PARTICIPANT_MAX_ROWS,
+    absolute_max=PARTICIPANT_MAX_ROWS,
+    validate_max=True,
 )
 
 PARTICIPANT_PREFIX = "people"

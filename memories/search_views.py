@@ -59,6 +59,10 @@ def search(request: HttpRequest) -> HttpResponse:
     if len(query) > MAX_QUERY_LENGTH:
         error = f"Search text is too long: {MAX_QUERY_LENGTH} characters at most."
         status = 400
+    elif "\x00" in query:
+        # PostgreSQL cannot compare text holding NUL; no memory could match it anyway.
+        error = "Search text cannot contain a NUL character."
+        status = 400
     elif query:
         hits = memory_search(request.user, query, respect_consent=False, limit=RESULT_LIMIT)
     template = "memories/search.html" + ("#search-results" if request.htmx else "")

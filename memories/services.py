@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q, Subquery
 from django.utils import timezone
 
+from config.limits import MEMORY_BODY_MAX_LENGTH, TOO_FAR_IN_THE_FUTURE, date_too_far
 from memories.kind_inference import memory_request_kind_inference
 from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
 from memories.models import (
@@ -51,10 +52,23 @@ def _validate_participants(
     return specs
 
 
-def _validate_fields(*, body: str, kind: str, sensitivity: str, source_person: Person | None, owner) -> None:
+def _validate_fields(
+    *,
+    body: str,
+    kind: str,
+    sensitivity: str,
+    source_person: Person | None,
+    owner,
+    occurred_at: datetime | None = None,
+) -> None:
     errors: dict[str, str] = {}
+    if date_too_far(occurred_at):
+        # Checked before memory_apply_expiry, whose date arithmetic would overflow.
+        errors["occurred_at"] = TOO_FAR_IN_THE_FUTURE
     if not body.strip():
         errors["body"] = "Write something: a memory needs a body."
+    elif len(body) > MEMORY_BODY_MAX_LENGTH:
+        errors["body"] = f"A memory's text can be at most {MEMORY_BODY_MAX_LENGTH} characters."
     if kind not in MemoryKind.values:
         errors["kind"] = f"Unknown kind “{kind}”."
     if sensitivity not in Sensitivity.values:
@@ -87,7 +101,14 @@ def memory_create(
     kind, sensitivity = memory_resolve_kind_and_sensitivity(
         title=title, body=body, kind=kind, sensitivity=sensitivity
     )
-    _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
+    _validate_fields(
+        body=body,
+        kind=kind,
+        sensitivity=sensitivity,
+        source_person=source_person,
+        owner=owner,
+        occurred_at=occurred_at,
+    )
     specs = _validate_participants(owner=owner, participants=participants)
     memory = Memory(
         owner=owner,
@@ -134,7 +155,14 @@ def memory_update(
     kind, sensitivity = memory_resolve_kind_and_sensitivity(
         title=title, body=body, kind=kind, sensitivity=sensitivity
     )
-    _validate_fields(body=body, kind=kind, sensitivity=sensitivity, source_person=source_person, owner=owner)
+    _validate_fields(
+        body=body,
+        kind=kind,
+        sensitivity=sensitivity,
+        source_person=source_person,
+        owner=owner,
+        occurred_at=occurred_at,
+    )
     specs = None if participants is None else _validate_participants(owner=owner, participants=participants)
     # Lock the row and take the workers' fields from it, not from `memory`,
     # which may have been loaded before a worker stored a vector.

@@ -191,7 +191,8 @@ def memory_participant_row(request: HttpRequest) -> HttpResponse:
 
 
 def _supersede_query(data) -> str:
-    return " ".join(data.get("q", "").split())[:SEARCH_MAX_LENGTH]
+    # PostgreSQL refuses NUL in text: a NUL typed into the picker is simply not searched for.
+    return " ".join(data.get("q", "").replace("\x00", "").split())[:SEARCH_MAX_LENGTH]
 
 
 def _supersede_form(request: HttpRequest, memory: Memory, *, query: str, data=None) -> SupersedeForm:

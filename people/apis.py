@@ -19,6 +19,8 @@ from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensNotFound, AgentTokensReadOnly, OwnerOnly, request_agent
+from config.api_inputs import StrictCharField
+from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
 from people.selectors import (
     person_consent_events,
@@ -90,15 +92,17 @@ class PersonListApi(APIView):
             ref_name = "PersonList"
 
     class InputSerializer(serializers.Serializer):
-        display_name = serializers.CharField(max_length=200)
+        display_name = StrictCharField(max_length=200)
         aliases = serializers.ListField(
-            child=serializers.CharField(max_length=200, allow_blank=True),
+            child=StrictCharField(max_length=200, allow_blank=True),
             max_length=50,
             required=False,
             default=list,
         )
         kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
-        notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")
+        notes = StrictCharField(
+            allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
+        )
 
         class Meta:
             ref_name = "PersonCreate"
@@ -139,15 +143,17 @@ class PersonDetailApi(APIView):
     permission_classes = PERMISSIONS
 
     class InputSerializer(serializers.Serializer):
-        display_name = serializers.CharField(max_length=200)
+        display_name = StrictCharField(max_length=200)
         aliases = serializers.ListField(
-            child=serializers.CharField(max_length=200, allow_blank=True),
+            child=StrictCharField(max_length=200, allow_blank=True),
             max_length=50,
             required=False,
             default=list,
         )
         kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
-        notes = serializers.CharField(allow_blank=True, max_length=10_000, required=False, default="")
+        notes = StrictCharField(
+            allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
+        )
 
         class Meta:
             ref_name = "PersonUpdate"
@@ -235,7 +241,7 @@ class PersonConsentApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
 
         class Meta:
             ref_name = "ConsentChange"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
+from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.models import ConsentStatus, Person, PersonKind
 
 
@@ -15,7 +16,9 @@ class PersonForm(forms.Form):
         help_text="Other names, separated by commas (e.g. Grandma, Nana).",
     )
     kind = forms.ChoiceField(choices=PersonKind.choices, initial=PersonKind.HUMAN)
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+    notes = forms.CharField(
+        required=False, max_length=PERSON_NOTES_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3})
+    )
 
     def clean_display_name(self) -> str:
         name = " ".join(self.cleaned_data["display_name"].split())

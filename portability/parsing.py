@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from agents.models import AgentRole
+from config.limits import MEMORY_BODY_MAX_LENGTH, TOO_FAR_IN_THE_FUTURE, date_too_far, text_problem
 from memories.models import EdgeKind, MemoryKind, ParticipantRole, Sensitivity
 from people.models import ConsentStatus, ConsentSurface, PersonKind
 from portability.models import ImportFormat
@@ -153,12 +154,38 @@ def parse_import(*, filename: str, content: bytes) -> ParsedImport:
     if not content.strip():
         raise _fail("The file is empty.")
     documents = _json_documents(filename=filename, content=content)
+    _refuse_unstorable_text(documents)
     kinds = {_detect_format(document) for _name, document in documents}
     if len(documents) > 1 and kinds != {ImportFormat.DAYONE}:
         raise _fail("A ZIP archive may only hold Day One journals; upload a Keepsake export as a .json file.")
     if kinds == {ImportFormat.KEEPSAKE}:
         return ParsedImport(format=ImportFormat.KEEPSAKE, items=_keepsake_items(documents[0][1]))
     return ParsedImport(format=ImportFormat.DAYONE, items=_dayone_items(documents))
+
+
+def _unstorable_text(value: Any, where: str, problems: _Problems) -> None:
+    """Every string in the document (keys too) that PostgreSQL could not store, by its path."""
+    if isinstance(value, str):
+        problem = text_problem(value)
+        if problem is not None:
+            problems.add(where, f"the text {problem}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where and not where.endswith(": ") else f"{where}{key}"
+            _unstorable_text(key, f"{path} (a key)", problems)
+            _unstorable_text(item, path, problems)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _unstorable_text(item, f"{where}[{index}]", problems)
+
+
+def _refuse_unstorable_text(documents: list[tuple[str, Any]]) -> None:
+    # NUL and unpaired surrogates are valid JSON escapes PostgreSQL cannot store: checked
+    # up front so such a file imports nothing and names the entry, never a 500 midway.
+    problems = _Problems()
+    for name, document in documents:
+        _unstorable_text(document, f"{name}: " if len(documents) > 1 else "", problems)
+    problems.raise_if_any()
 
 
 def _detect_format(document: Any) -> str:
@@ -213,6 +240,9 @@ def _when(row: dict, key: str, where: str, problems: _Problems, *, nullable: boo
     parsed = parse_datetime_value(value)
     if parsed is None:
         problems.add(f"{where}.{key}", f"must be an ISO 8601 date and time (got {value!r})")
+        return None
+    if date_too_far(parsed):
+        problems.add(f"{where}.{key}", f"{TOO_FAR_IN_THE_FUTURE} (got {value!r})")
         return None
     return parsed.isoformat()
 
@@ -449,6 +479,8 @@ def _dayone_items(documents: list[tuple[str, Any]]) -> list[dict[str, Any]]:
                 tags = []
             kinds = {_KIND_BY_TAG[tag.strip().lower()] for tag in tags if tag.strip().lower() in _KIND_BY_TAG}
             title, body = _dayone_title_and_body(text)
+            if len(body) > MEMORY_BODY_MAX_LENGTH:
+                problems.add(f"{where}.text", f"is longer than {MEMORY_BODY_MAX_LENGTH} characters")
             items.append(
                 {
                     "type": "dayone",
