@@ -89,7 +89,10 @@ def _set_consented_fraction(circle: Circle, bucket_person_ids: list, fraction: f
         for index, person_id in enumerate(bucket_person_ids)
     )
     with connection.cursor() as cursor:
+        # The triggers rewrote the shares' counts in bulk: what autovacuum would do
+        # next (statistics for the planner, dead rows out of the indexes).
         cursor.execute("ANALYZE people_personconsent")
+        cursor.execute("VACUUM ANALYZE circles_memoryshare")
 
 
 class Command(BaseCommand):
