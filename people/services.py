@@ -139,11 +139,13 @@ def person_set_consent(
     if actor_kind not in ConsentActor.values:
         raise ValidationError({"actor": "Unknown actor."})
     audience = audience_validate(audience)
-    _check_who_decides(person=person, status=status, actor=actor, actor_kind=actor_kind)
     reason = (reason or "").strip()
     if len(reason) > MAX_REASON_LENGTH:
         raise ValidationError({"reason": f"A reason is at most {MAX_REASON_LENGTH} characters."})
     locked = Person.objects.select_for_update().get(pk=person.pk)
+    # Who decides is read from the locked row, not the caller's copy: a person
+    # loaded before they linked their account must not let the owner grant.
+    _check_who_decides(person=locked, status=status, actor=actor, actor_kind=actor_kind)
     if locked.is_self and audience != AGENTS_AUDIENCE:
         raise ValidationError(
             {"audience": "Your own consent for a circle is given by sharing a memory into it."}

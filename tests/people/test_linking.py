@@ -151,3 +151,14 @@ def test_revoke_everything_for_a_journal_and_account_deletion_fail_closed(alice,
     assert linked_bob.linked_user is None and linked_bob.consent_status == ConsentStatus.REVOKED
     last = ConsentEvent.objects.filter(person=linked_bob).order_by("-created_at", "-id").first()
     assert "account was deleted" in last.reason and last.actor is None
+
+
+def test_a_stale_copy_of_the_person_does_not_let_the_owner_grant(alice, bob):
+    person = person_create(owner=alice, display_name="Bob")
+    stale = Person.objects.get(pk=person.pk)  # loaded before Bob links
+    _, token = person_link_invite_create(person=person, by=alice)
+    person_link_accept(token=token, user=bob)
+    with pytest.raises(PermissionDenied):
+        person_set_consent(person=stale, status=ConsentStatus.GRANTED, actor=alice)
+    person.refresh_from_db()
+    assert person.consent_status == ConsentStatus.PENDING
