@@ -5,20 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('circles', '0004_circle_agent'),
-        ('memories', '0007_gate_trigger_restorable'),
+        ("circles", "0004_circle_agent"),
+        ("memories", "0007_gate_trigger_restorable"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='memoryshare',
-            index=models.Index(condition=models.Q(('blocked_count', 0)), fields=['circle'], include=('memory',), name='memory_share_open_idx'),
+            model_name="memoryshare",
+            index=models.Index(
+                condition=models.Q(("blocked_count", 0)),
+                fields=["circle"],
+                include=("memory",),
+                name="memory_share_open_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='memoryshare',
-            index=models.Index(condition=models.Q(('blocked_count__gt', 0)), fields=['owner', 'circle'], name='memory_share_blocked_owner_idx'),
+            model_name="memoryshare",
+            index=models.Index(
+                condition=models.Q(("blocked_count__gt", 0)),
+                fields=["owner", "circle"],
+                name="memory_share_blocked_owner_idx",
+            ),
         ),
     ]
