@@ -2,8 +2,9 @@
 
 Rows are serialised field by field from the model's metadata, so a field added
 to a model later is exported without anyone remembering to add it here. Three
-kinds of field are never exported: embeddings and other generated columns
-(derived, and large), the `owner` column (it is always the exporting account),
+kinds of field are never exported: vectors of every kind (full or half
+precision: embeddings and the gate's copies of them) and other generated
+columns (derived, and large), the `owner` column (it is always the exporting account),
 and anything that looks like a secret (hashes, salts, passwords) — matched by
 name, so a future secret column is left out rather than leaked.
 
@@ -22,9 +23,10 @@ from typing import Any
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db import models
-from pgvector.django import VectorField
+from pgvector.django import BitField, HalfVectorField, SparseVectorField, VectorField
 
 SECRET_FIELD = re.compile(r"(hash|secret|password|salt|digest|private|api_?key|^key$|^token$)", re.IGNORECASE)
+VECTOR_FIELDS = VectorField | HalfVectorField | SparseVectorField | BitField
 # Django's own and third-party bookkeeping: not the owner's journal data.
 FRAMEWORK_APPS = {"admin", "auth", "contenttypes", "sessions", "messages", "staticfiles"}
 
@@ -32,7 +34,7 @@ FRAMEWORK_APPS = {"admin", "auth", "contenttypes", "sessions", "messages", "stat
 def exportable_fields(model: type[models.Model]) -> list[models.Field]:
     fields = []
     for field in model._meta.concrete_fields:
-        if isinstance(field, VectorField | models.GeneratedField):
+        if isinstance(field, VECTOR_FIELDS | models.GeneratedField):
             continue
         if field.name == "owner" or SECRET_FIELD.search(field.name):
             continue

@@ -7,9 +7,10 @@ a malformed file imports nothing. What only the services can judge (an empty
 body, a credential the lifecycle rules refuse) is decided per item at run time
 and reported as skipped.
 
-Items come out in dependency order (people, agents, memories, supersessions,
-edges) so a worker processing them front to back always finds what an item
-refers to already done.
+Items come out in dependency order (circles, people with their consents and
+history, the history of people since deleted, agents, memories, supersessions,
+edges, shares) so a worker processing them front to back always finds what an
+item refers to already done.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from django.core.exceptions import ValidationError
 from agents.models import AgentRole
 from config.limits import MEMORY_BODY_MAX_LENGTH, TOO_FAR_IN_THE_FUTURE, date_too_far, text_problem
 from memories.models import EdgeKind, MemoryKind, ParticipantRole, Sensitivity
-from people.models import ConsentStatus, ConsentSurface, PersonKind
+from people.models import (
+    AGENTS_AUDIENCE,
+    AUDIENCE_PATTERN,
+    CIRCLE_AUDIENCE_PREFIX,
+    ConsentActor,
+    ConsentStatus,
+    ConsentSurface,
+    PersonKind,
+)
 from portability.models import ImportFormat
 
 EXPORT_FORMAT_NAME = "keepsake-export"
@@ -290,11 +299,18 @@ def _keepsake_items(document: dict) -> list[dict[str, Any]]:
     memories = _list_of_objects(document, "memories", problems)
     edges = _list_of_objects(document, "edges", problems, required=False)
     agents = _list_of_objects(document, "agents", problems, required=False)
+    # Sharing (absent from exports made before circles existed).
+    circles = _list_of_objects(document, "circles", problems, required=False)
+    shares = _list_of_objects(document, "shares", problems, required=False)
+    consents = _list_of_objects(document, "person_consents", problems, required=False)
     problems.raise_if_any()
 
     person_ids = _unique_ids(people, "people", problems)
     memory_ids = _unique_ids(memories, "memories", problems)
     _unique_ids(agents, "agents", problems)
+    circle_items = _circle_items(circles, exporting_username, problems)
+    consents_by_person = _consents_by_person(consents, person_ids, problems)
+    orphan_events: list[dict] = []
 
     events_by_person: dict[str, list[dict]] = {}
     for index, row in enumerate(events):
@@ -310,12 +326,18 @@ def _keepsake_items(document: dict) -> list[dict[str, Any]]:
             "reason": _text(row, "reason", where, problems, default=""),
             "created_at": _when(row, "created_at", where, problems),
             "actor_is_owner": actor is not None and actor == exporting_username,
+            "audience": _audience(row, where, problems),
+            "actor_kind": _optional_choice(row, "actor_kind", where, problems, ConsentActor.values),
+            "person_name": _text(row, "person_name", where, problems, default=""),
             "order": (row.get("created_at") or "", str(row.get("id", ""))),
         }
         if person is not None:
             events_by_person.setdefault(person, []).append(event)
+        elif row.get("person") is None:
+            # The person was deleted; their history outlives them, under their name.
+            orphan_events.append(event)
 
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = list(circle_items)
     self_count = 0
     for index, row in enumerate(people):
         where = f"people[{index}]"
@@ -343,10 +365,18 @@ def _keepsake_items(document: dict) -> list[dict[str, Any]]:
                 "consent_status": _choice(row, "consent_status", where, problems, ConsentStatus.values),
                 "consent_updated_at": _when(row, "consent_updated_at", where, problems, nullable=True),
                 "consent_events": history,
+                "consents": consents_by_person.get(str(row.get("id")), []),
             }
         )
     if self_count > 1:
         problems.add("people", "more than one person is marked is_self")
+    if orphan_events:
+        orphan_events.sort(key=lambda event: event["order"])
+        for event in orphan_events:
+            del event["order"]
+        items.append(
+            {"type": "consent_history", "key": "consent_history:deleted_people", "events": orphan_events}
+        )
 
     for index, row in enumerate(agents):
         where = f"agents[{index}]"
@@ -434,8 +464,135 @@ def _keepsake_items(document: dict) -> list[dict[str, Any]]:
                 "weight": float(weight),
             }
         )
+    items.extend(_share_items(shares, memory_ids, problems))
     problems.raise_if_any()
     return items
+
+
+# --- Keepsake export: sharing ---------------------------------------------------------
+
+
+def _optional_choice(row: dict, key: str, where: str, problems: _Problems, choices: list[str]) -> str:
+    """Like _choice, for a field older exports do not have: missing means the first choice."""
+    if key not in row:
+        return choices[0]
+    return _choice(row, key, where, problems, choices)
+
+
+def _audience(row: dict, where: str, problems: _Problems) -> str:
+    """`agents` or `circle:<uuid>`; missing (an export from before audiences) means `agents`."""
+    audience = row.get("audience", AGENTS_AUDIENCE)
+    if not isinstance(audience, str) or not re.match(AUDIENCE_PATTERN, audience):
+        problems.add(f"{where}.audience", f"must be “agents” or “circle:<circle id>” (got {audience!r})")
+        return AGENTS_AUDIENCE
+    return audience
+
+
+def _flag(row: dict, key: str, where: str, problems: _Problems) -> bool:
+    value = row.get(key, False)
+    if not isinstance(value, bool):
+        problems.add(f"{where}.{key}", "must be true or false")
+        return False
+    return value
+
+
+def _circle_items(
+    circles: list[dict], exporting_username: str | None, problems: _Problems
+) -> list[dict[str, Any]]:
+    """The circles the exporting account owned. Only their settings travel: members
+    are other people's accounts, named so the report can say who to invite again."""
+    _unique_ids(circles, "circles", problems)
+    items = []
+    for index, row in enumerate(circles):
+        where = f"circles[{index}]"
+        members = row.get("members", [])
+        if not isinstance(members, list) or not all(isinstance(member, dict) for member in members):
+            problems.add(f"{where}.members", "must be a list of objects")
+            members = []
+        others = sorted(
+            {
+                member["user"]
+                for member in members
+                if isinstance(member.get("user"), str) and member["user"] != exporting_username
+            }
+        )
+        items.append(
+            {
+                "type": "circle",
+                "key": f"circle:{row.get('id')}",
+                "name": _text(row, "name", where, problems),
+                "description": _text(row, "description", where, problems, default=""),
+                "agents_may_read": _flag(row, "agents_may_read", where, problems),
+                "agent_role": _text(row, "agent_role", where, problems, default=""),
+                "agent_instructions": _text(row, "agent_instructions", where, problems, default=""),
+                "other_members": others,
+            }
+        )
+    return items
+
+
+def _consents_by_person(
+    consents: list[dict], person_ids: set[str], problems: _Problems
+) -> dict[str, list[dict[str, Any]]]:
+    by_person: dict[str, list[dict[str, Any]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for index, row in enumerate(consents):
+        where = f"person_consents[{index}]"
+        person = row.get("person")
+        if person is None or _reference(person, f"{where}.person", person_ids, "person", problems) is None:
+            if person is None:
+                problems.add(f"{where}.person", "is missing")
+            continue
+        audience = _audience({"audience": row.get("audience")}, where, problems)
+        if (person, audience) in seen:
+            problems.add(where, f"a second consent of the same person for {audience}")
+            continue
+        seen.add((person, audience))
+        by_person.setdefault(person, []).append(
+            {
+                "audience": audience,
+                "status": _choice(row, "status", where, problems, ConsentStatus.values),
+                "reason": _text(row, "reason", where, problems, default=""),
+                "updated_by": _optional_choice(row, "updated_by", where, problems, ConsentActor.values),
+                "updated_at": _when(row, "updated_at", where, problems, nullable=True),
+            }
+        )
+    return by_person
+
+
+def _share_items(shares: list[dict], memory_ids: set[str], problems: _Problems) -> list[dict[str, Any]]:
+    """Where the exporting account's memories were shared. A share into a circle
+    the file does not describe (someone else's) is kept as an item so the import
+    report can say it was not restored."""
+    items = []
+    seen: set[tuple[str, str]] = set()
+    for index, row in enumerate(shares):
+        where = f"shares[{index}]"
+        memory = _reference(row.get("memory"), f"{where}.memory", memory_ids, "memory", problems)
+        circle = row.get("circle")
+        if not isinstance(circle, str) or not circle:
+            problems.add(f"{where}.circle", "must be a circle id")
+            continue
+        if memory is None or (memory, circle) in seen:
+            continue
+        seen.add((memory, circle))
+        items.append(
+            {
+                "type": "share",
+                "key": f"share:{memory}:{circle}",
+                "memory": memory,
+                "circle": circle,
+                "circle_name": _text(row, "circle_name", where, problems, default=""),
+            }
+        )
+    return items
+
+
+def circle_audience_id(audience: str) -> str | None:
+    """The circle id in a `circle:<id>` audience; None for `agents`."""
+    if audience.startswith(CIRCLE_AUDIENCE_PREFIX):
+        return audience.removeprefix(CIRCLE_AUDIENCE_PREFIX)
+    return None
 
 
 # --- Day One --------------------------------------------------------------------

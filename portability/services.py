@@ -15,6 +15,19 @@ as `pending`, with an extra consent event saying why, so agents cannot see
 their memories until the owner grants consent again. A memory is never
 imported without one of its participants: if a person was skipped, so are
 their memories.
+
+Sharing (SPEC §4): the circles the exporting account owned are recreated as new
+circles owned by the importer, with the importer as their only member — other
+people's memberships are theirs, not the file's, and the report says who to
+invite again; circles owned by others are not recreated. Consent per audience
+follows the same rule as for agents, audience by audience: a person's consent
+for a recreated circle is restored (for the new circle) only when their history
+for that circle ends in it; consents for circles not recreated are not
+restored. The history is restored with its audiences (recreated circles' under
+their new id), including that of people since deleted. Shares of imported
+memories into recreated circles go through memory_share, so the same consent
+check applies: a share someone in the memory has not consented to is skipped,
+naming them.
 """
 
 from __future__ import annotations
@@ -35,14 +48,25 @@ from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from agents.models import Agent
+from circles.agent import circle_agent_update
+from circles.models import Circle
+from circles.services import circle_create, circle_update, memory_share
 from memories.classify import find_credentials
 from memories.models import Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
-from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person
+from people.models import (
+    AGENTS_AUDIENCE,
+    ConsentEvent,
+    ConsentStatus,
+    ConsentSurface,
+    Person,
+    PersonConsent,
+    circle_audience,
+)
 from people.services import linked_user_consents_revoke_all, person_create, person_update
 from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
-from portability.parsing import parse_datetime_value, parse_import
+from portability.parsing import circle_audience_id, parse_datetime_value, parse_import
 
 logger = logging.getLogger(__name__)
 
@@ -143,58 +167,156 @@ class _RunContext:
         return new_id
 
 
-def _restore_consent(*, person: Person, item: dict[str, Any], owner: AbstractBaseUser) -> str | None:
-    """Restore the person's consent history and, when that history supports it, their status.
+def _audience_here(audience: str, context: _RunContext) -> str | None:
+    """The audience in this account: `agents`, or a recreated circle's; None for a
+    circle that was not recreated (someone else's, or skipped)."""
+    circle_id = circle_audience_id(audience)
+    if circle_id is None:
+        return audience
+    new_id = context.refs.get(f"circle:{circle_id}")
+    return None if new_id is None else circle_audience(new_id)
 
-    Returns a note for the job report when the status was reset to pending.
-    """
-    history = item["consent_events"]
-    for event in history:
+
+def _write_history(*, person: Person | None, events: list[dict[str, Any]], context: _RunContext) -> None:
+    for event in events:
         # The audit trail keeps its original dates, written by the INSERT itself:
-        # the history is append-only in the database.
+        # the history is append-only in the database. A circle that was not
+        # recreated keeps its old audience: history, naming no circle here.
         ConsentEvent.objects.create(
             person=person,
-            owner=owner,
+            person_name=event["person_name"]
+            if person is None
+            else (event["person_name"] or person.display_name),
+            owner=context.owner,
+            audience=_audience_here(event["audience"], context) or event["audience"],
             old_status=event["old_status"],
             new_status=event["new_status"],
-            actor=owner if event["actor_is_owner"] else None,
+            actor=context.owner if event["actor_is_owner"] else None,
+            actor_kind=event["actor_kind"],
             surface=event["surface"],
             reason=event["reason"],
             created_at=parse_datetime_value(event["created_at"]),
         )
 
-    if person.is_self:
-        return None
-    wanted = item["consent_status"]
+
+def _history_backs(history: list[dict[str, Any]], wanted: str) -> bool:
+    """Is `wanted` where an unbroken chain of changes (starting from pending) ends?"""
     chain_ok = all(
         event["old_status"] == (history[index - 1]["new_status"] if index else ConsentStatus.PENDING)
         for index, event in enumerate(history)
     )
-    supported = chain_ok and bool(history) and history[-1]["new_status"] == wanted
     if wanted == ConsentStatus.PENDING:
-        supported = chain_ok and (not history or history[-1]["new_status"] == wanted)
-    if supported:
-        Person.objects.filter(pk=person.pk).update(
-            consent_status=wanted, consent_updated_at=parse_datetime_value(item["consent_updated_at"])
-        )
-        return None
+        return chain_ok and (not history or history[-1]["new_status"] == wanted)
+    return chain_ok and bool(history) and history[-1]["new_status"] == wanted
+
+
+def _reset_to_pending(
+    *, person: Person, audience: str, history: list[dict[str, Any]], wanted: str, what: str, owner
+) -> str:
     last = history[-1]["new_status"] if history else ConsentStatus.PENDING
     reason = (
-        f"Imported as pending: the file says “{wanted}” but its consent history does not record "
+        f"Imported as pending{what}: the file says “{wanted}” but its consent history does not record "
         "that change. Ask them again and set their consent."
     )
     if last != ConsentStatus.PENDING:
         ConsentEvent.objects.create(
             person=person,
             owner=owner,
+            audience=audience,
             old_status=last,
             new_status=ConsentStatus.PENDING,
             actor=owner,
             surface=ConsentSurface.UI,
             reason=reason,
         )
-    Person.objects.filter(pk=person.pk).update(consent_status=ConsentStatus.PENDING, consent_updated_at=None)
     return f"{person.display_name}: {reason}"
+
+
+def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunContext) -> str | None:
+    """Restore the person's consent history and, audience by audience, the consents
+    that history supports.
+
+    Returns a note for the job report when a consent was reset to pending or not restored.
+    """
+    owner = context.owner
+    history = item["consent_events"]
+    _write_history(person=person, events=history, context=context)
+    if person.is_self:
+        # Self's agents consent is the account's own; for circles Self is always granted.
+        return None
+
+    def history_for(audience: str) -> list[dict[str, Any]]:
+        return [event for event in history if event["audience"] == audience]
+
+    notes = []
+    rows = {consent["audience"]: consent for consent in item.get("consents", [])}
+    wanted = item["consent_status"]
+    agents_history = history_for(AGENTS_AUDIENCE)
+    if _history_backs(agents_history, wanted):
+        Person.objects.filter(pk=person.pk).update(
+            consent_status=wanted, consent_updated_at=parse_datetime_value(item["consent_updated_at"])
+        )
+        row = rows.get(AGENTS_AUDIENCE)
+        if row is not None and row["status"] == wanted:
+            # The trigger wrote the status; the reason and who decided come from the file.
+            PersonConsent.objects.filter(person=person, audience=AGENTS_AUDIENCE).update(
+                reason=row["reason"],
+                updated_by=row["updated_by"],
+                updated_at=parse_datetime_value(row["updated_at"]) or timezone.now(),
+            )
+    else:
+        notes.append(
+            _reset_to_pending(
+                person=person,
+                audience=AGENTS_AUDIENCE,
+                history=agents_history,
+                wanted=wanted,
+                what="",
+                owner=owner,
+            )
+        )
+        Person.objects.filter(pk=person.pk).update(
+            consent_status=ConsentStatus.PENDING, consent_updated_at=None
+        )
+
+    not_here = 0
+    for audience, row in rows.items():
+        if audience == AGENTS_AUDIENCE:
+            continue
+        here = _audience_here(audience, context)
+        if here is None:
+            not_here += row["status"] != ConsentStatus.PENDING
+            continue
+        if _history_backs(history_for(audience), row["status"]):
+            consent = PersonConsent.objects.create(
+                person=person,
+                audience=here,
+                status=row["status"],
+                reason=row["reason"],
+                updated_by=row["updated_by"],
+            )
+            if row["updated_at"]:
+                PersonConsent.objects.filter(pk=consent.pk).update(
+                    updated_at=parse_datetime_value(row["updated_at"])
+                )
+        else:
+            circle = Circle.objects.get(pk=circle_audience_id(here), owner=owner)
+            notes.append(
+                _reset_to_pending(
+                    person=person,
+                    audience=here,
+                    history=history_for(audience),
+                    wanted=row["status"],
+                    what=f" for the circle “{circle.name}”",
+                    owner=owner,
+                )
+            )
+    if not_here:
+        notes.append(
+            f"{person.display_name}: their consent for {not_here} circle{'s' if not_here != 1 else ''} "
+            "that you did not own is not restored: those circles are not in this account."
+        )
+    return " ".join(notes) or None
 
 
 def _import_person(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
@@ -217,8 +339,60 @@ def _import_person(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUI
             kind=item["kind"],
             notes=item["notes"],
         )
-    note = _restore_consent(person=person, item=item, owner=owner)
+    note = _restore_consent(person=person, item=item, context=context)
     return person.pk, note
+
+
+def _import_consent_history(item: dict[str, Any], context: _RunContext) -> tuple[None, None]:
+    """The history of people deleted before the export: it outlives them, under their name."""
+    _write_history(person=None, events=item["events"], context=context)
+    return None, None
+
+
+def _import_circle(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
+    """A circle the exporting account owned, recreated with the importer as its only member."""
+    owner = context.owner
+    circle = circle_create(owner=owner, name=item["name"], description=item["description"])
+    notes = []
+    if item["agents_may_read"]:
+        circle_update(circle=circle, by=owner, agents_may_read=True)
+    if item["agent_role"]:
+        try:
+            with transaction.atomic():
+                circle_agent_update(
+                    circle=circle, by=owner, role=item["agent_role"], instructions=item["agent_instructions"]
+                )
+        except ValidationError as error:
+            notes.append(f"its agent keeps the default settings ({_validation_reason(error)})")
+    if item["other_members"]:
+        notes.append(
+            "recreated with you as its only member; its other members "
+            f"({', '.join(item['other_members'])}) were not added back: invite them again"
+        )
+    if not notes:
+        return circle.pk, None
+    note = "; ".join(notes)
+    return circle.pk, f"{note[0].upper()}{note[1:]}."
+
+
+def _import_share(item: dict[str, Any], context: _RunContext) -> tuple[None, None]:
+    memory_id = context.memory_id(item["memory"])
+    key = f"circle:{item['circle']}"
+    name = item["circle_name"] or "its circle"
+    if key not in context.refs:
+        raise ItemSkipped(
+            f"“{name}” is someone else's circle: only the circles you owned are recreated, "
+            "so this share is not restored."
+        )
+    if context.refs[key] is None:
+        raise ItemSkipped(f"the circle “{name}” was not imported, so this share is not restored.")
+    # The sharing service's consent check applies: ShareRefused names who has not consented.
+    memory_share(
+        memory=Memory.objects.get(pk=memory_id, owner=context.owner),
+        circle=Circle.objects.get(pk=context.refs[key], owner=context.owner),
+        by=context.owner,
+    )
+    return None, None
 
 
 def _import_agent(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
@@ -286,12 +460,15 @@ def _import_edge(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID 
 
 
 _HANDLERS = {
+    "circle": _import_circle,
     "person": _import_person,
+    "consent_history": _import_consent_history,
     "agent": _import_agent,
     "memory": _import_memory,
     "dayone": _import_dayone_entry,
     "supersede": _import_supersession,
     "edge": _import_edge,
+    "share": _import_share,
 }
 
 
@@ -308,6 +485,12 @@ def _describe(item: dict[str, Any]) -> str:
         return label
     if item["type"] == "agent":
         return f"Agent “{item['name']}”"
+    if item["type"] == "circle":
+        return f"Circle “{item['name']}”"
+    if item["type"] == "share":
+        return f"Share of memory {item['memory'][:8]}… into “{item['circle_name']}”"
+    if item["type"] == "consent_history":
+        return "Consent history of people deleted before the export"
     return item["key"]
 
 

@@ -6,13 +6,25 @@ small in-memory description of a world (owners, people, memories) and answers
 build the same world in the database and compare the production selectors with
 these answers. Keep it small and obviously right; never import production code.
 
-Policy (SPEC §3, §5):
+Policy for agents (SPEC §3, §5):
 - An agent may see a memory only if every participant's consent is `granted`
   (a memory with no participants: the owner's Self person's, and none when the
   owner has no Self),
   the source person (who told the owner), if any, has granted consent, the memory
   has not expired (`expires_at` is None or after now) and has not been superseded.
 - The owner sees all of their own memories. Nobody sees another owner's memories.
+
+Policy for circles (SPEC §4): a viewer V sees memory M of owner O in circle C iff
+M is shared into C, O and V are current members of C, and either V is O, or
+- every participant and the source of M is granted for the audience `circle:<C>`
+  (consent is per audience, no answer means pending; a Self person counts as
+  granted, whatever is recorded for it), and
+- M's sensitivity allows V: `public` yes; `personal` only if V is the linked user
+  of a participant whose role is `subject`; `sensitive` the same, and only when V
+  reads alone.
+A set of viewers sees what every one of them may see, where nobody reads alone
+when the set has more than one viewer. Expiry and supersession do not hide
+anything from members.
 """
 
 from __future__ import annotations
@@ -23,6 +35,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 GRANTED = "granted"
+PENDING = "pending"
+SUBJECT = "subject"
+CIRCLE_AUDIENCE_PREFIX = "circle:"
 
 
 @dataclass
@@ -31,6 +46,13 @@ class OraclePerson:
     owner: str
     consent_status: str
     is_self: bool = False
+    # Per audience ("agents" or "circle:<id>") → status; an audience not listed is pending.
+    # The agents' gate reads consent_status (the `agents` audience).
+    consents: dict[str, str] = field(default_factory=dict)
+    linked_user: str | None = None
+
+    def status_for(self, audience: str) -> str:
+        return self.consents.get(audience, PENDING)
 
 
 @dataclass
@@ -45,6 +67,18 @@ class OracleMemory:
     source_person: str | None = None
     expires_at: datetime | None = None
     superseded_by: str | None = None
+    sensitivity: str = "personal"
+
+
+@dataclass
+class OracleCircle:
+    id: str
+    owner: str
+    members: set[str] = field(default_factory=set)  # user ids, the owner among them
+
+    @property
+    def audience(self) -> str:
+        return f"{CIRCLE_AUDIENCE_PREFIX}{self.id}"
 
 
 @dataclass
@@ -60,6 +94,8 @@ class OracleWorld:
     people: dict[str, OraclePerson] = field(default_factory=dict)
     memories: dict[str, OracleMemory] = field(default_factory=dict)
     edges: list[OracleEdge] = field(default_factory=list)
+    circles: dict[str, OracleCircle] = field(default_factory=dict)
+    shares: set[tuple[str, str]] = field(default_factory=set)  # (memory id, circle id)
 
     # --- the policy -------------------------------------------------------------
 
@@ -98,6 +134,57 @@ class OracleWorld:
             and (not respect_consent or self.agent_may_see(memory, now=now))
             and (person is None or person in memory.participants)
             and (kind is None or memory.kind == kind)
+        }
+
+    # --- circles ---------------------------------------------------------------
+
+    def circle_blockers(self, memory: OracleMemory, circle: OracleCircle) -> set[str]:
+        """The people in the memory (participants and source) not granted for the circle."""
+        people = set(memory.participants)
+        if memory.source_person is not None:
+            people.add(memory.source_person)
+        return {
+            person_id
+            for person_id in people
+            if not self.people[person_id].is_self
+            and self.people[person_id].status_for(circle.audience) != GRANTED
+        }
+
+    def about(self, memory: OracleMemory, viewer: str) -> bool:
+        """Is the viewer the linked user of one of the memory's subjects?"""
+        return any(
+            role == SUBJECT and self.people[person_id].linked_user == viewer
+            for person_id, role in memory.participants.items()
+        )
+
+    def circle_may_see(self, memory: OracleMemory, circle: OracleCircle, viewer: str, *, alone: bool) -> bool:
+        if (memory.id, circle.id) not in self.shares:
+            return False
+        if memory.owner not in circle.members or viewer not in circle.members:
+            return False
+        if viewer == memory.owner:
+            return True
+        if self.circle_blockers(memory, circle):
+            return False
+        if memory.sensitivity == "public":
+            return True
+        if memory.sensitivity == "personal":
+            return self.about(memory, viewer)
+        if memory.sensitivity == "sensitive":
+            return alone and self.about(memory, viewer)
+        return False  # an unknown sensitivity shows nothing: fail closed
+
+    def circle_visible(self, circle_id: str, viewers: Iterable[str]) -> set[str]:
+        """Ids of the memories in the circle that every viewer may see (none for no viewers)."""
+        viewers = set(viewers)
+        circle = self.circles.get(circle_id)
+        if circle is None or not viewers:
+            return set()
+        alone = len(viewers) == 1
+        return {
+            memory.id
+            for memory in self.memories.values()
+            if all(self.circle_may_see(memory, circle, viewer, alone=alone) for viewer in viewers)
         }
 
     # --- what searches should return ---------------------------------------------
