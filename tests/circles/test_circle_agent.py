@@ -17,7 +17,7 @@ from circles.models import CircleMembership, CircleMessage
 from circles.services import membership_remove, memory_share
 from memories.models import Memory
 from memories.services import ParticipantSpec, memory_create
-from people.models import ConsentStatus, Person
+from people.models import ConsentActor, ConsentStatus, Person
 from people.services import person_create, person_set_consent
 from tests.factories import UserFactory
 
@@ -30,8 +30,14 @@ def world(alice, bob, family):
     about_bob = person_create(owner=alice, display_name="Bob")
     Person.objects.filter(pk=about_bob.pk).update(linked_user=bob)
     carol = person_create(owner=alice, display_name="Carol")
-    for person in (about_bob, carol):
-        person_set_consent(person=person, status=ConsentStatus.GRANTED, actor=alice, audience=family.audience)
+    person_set_consent(
+        person=about_bob,
+        status=ConsentStatus.GRANTED,
+        actor=bob,
+        actor_kind=ConsentActor.SELF,
+        audience=family.audience,
+    )
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice, audience=family.audience)
     made = {}
     for key, body, sensitivity, people in [
         ("public", "lantern festival by the harbor", "public", []),

@@ -98,6 +98,7 @@ memory_spec = st.fixed_dictionaries(
         "participants": st.lists(
             st.tuples(st.integers(0, 7), st.sampled_from(ROLES)), max_size=3, unique_by=lambda pair: pair[0]
         ),
+        # Who told it: one of the owner's other people (never Self).
         "source": st.none() | st.integers(0, 7),
         "sensitivity": st.sampled_from(SENSITIVITIES),
         "expiry": st.sampled_from([None, None, "past", "future"]),
@@ -128,6 +129,17 @@ world_spec = st.fixed_dictionaries(
         # back: Self counts as granted whatever is recorded.
         "self_rows_revoked": st.booleans(),
         "memories": st.lists(memory_spec, min_size=1, max_size=8),
+        "stories": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "circle": st.integers(0, 2),
+                    "sensitivity": st.sampled_from(["personal", "sensitive"]),
+                    "granted": st.sampled_from([True, True, False]),
+                    "words": st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=2),
+                }
+            ),
+            max_size=2,
+        ),
         "changes": st.lists(change_spec, min_size=1, max_size=3),
         "viewer_sets": st.lists(
             st.lists(st.integers(0, 5), min_size=2, max_size=3, unique=True), min_size=1, max_size=3
@@ -273,6 +285,43 @@ class CircleWorld:
         for memory, item in zip(self.memories, spec["memories"], strict=True):
             for circle_index, how in item["shares"]:
                 self._add_share(memory, self.circle(circle_index), how)
+        for story in spec["stories"]:
+            self._add_story(story)
+
+    def _add_story(self, story: dict) -> None:
+        """A member writes about someone linked to another member, and shares it: the
+        case the sensitivity rules are about, too rare to leave to chance."""
+        circle = self.circle(story["circle"])
+        members = sorted(self.oracle.circles[str(circle.pk)].members)
+        if len(members) < 2:
+            return
+        owner, linked = self.user_by_id[members[0]], self.user_by_id[members[1]]
+        person = Person.objects.create(owner=owner, display_name=f"S{len(self.people)}", linked_user=linked)
+        status = "granted" if story["granted"] else "revoked"
+        PersonConsent.objects.create(person=person, audience=circle.audience, status=status)
+        self.people.append(person)
+        self.oracle.people[str(person.pk)] = OraclePerson(
+            id=str(person.pk),
+            owner=str(owner.pk),
+            consent_status=person.consent_status,
+            consents={AGENTS: person.consent_status, circle_audience_of(str(circle.pk)): status},
+            linked_user=str(linked.pk),
+        )
+        mine = [someone for someone in self.people if someone.owner_id == owner.pk]
+        self._add_memory(
+            {
+                "owner": self.users.index(owner),
+                "words": story["words"],
+                "vector_seed": None,
+                "participants": [(mine.index(person), "subject")],
+                "source": None,
+                "sensitivity": story["sensitivity"],
+                "expiry": None,
+                "superseded_by": None,
+                "days_ago": 0,
+            }
+        )
+        self._add_share(self.memories[-1], circle, "row")
 
     def _add_share(self, memory: Memory, circle: Circle, how: str) -> None:
         if how == "row":
@@ -293,7 +342,8 @@ class CircleWorld:
             "past": self.now - timedelta(hours=1),
             "future": self.now + timedelta(days=3),
         }[item["expiry"]]
-        source = None if item["source"] is None else mine[item["source"] % len(mine)]
+        others = mine[1:]
+        source = None if item["source"] is None or not others else others[item["source"] % len(others)]
         memory = Memory.objects.create(
             id=uuid.uuid4(),
             owner=owner,
@@ -479,7 +529,12 @@ def check_surfaces(world: CircleWorld, step: str, *, full: bool, number: int = 0
         ]
         # And sets where each viewer alone may see some memory: there the intersection
         # rule (never sensitive for several) is what decides.
-        for memory_id in sorted(memory_id for memory_id, shared in oracle.shares if shared == circle_id):
+        # Sensitive memories first: a set of several must never see one.
+        rank = {"sensitive": 0, "personal": 1, "public": 2}
+        for memory_id in sorted(
+            (memory_id for memory_id, shared in oracle.shares if shared == circle_id),
+            key=lambda memory_id: (rank.get(oracle.memories[memory_id].sensitivity, 3), memory_id),
+        ):
             each_sees = [
                 user_id
                 for user_id in members

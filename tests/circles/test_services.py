@@ -154,8 +154,9 @@ def test_agents_consent_does_not_open_a_circle(alice, bob, family):
 
 def test_sensitivity_rules_for_members(alice, bob, family):
     about_bob = person_create(owner=alice, display_name="Bob")
-    Person.objects.filter(pk=about_bob.pk).update(linked_user=bob)
+    # Granted while Alice still decides; Bob links afterwards and the grant stays.
     grant(about_bob, family)
+    Person.objects.filter(pk=about_bob.pk).update(linked_user=bob)
     dave = UserFactory()
     CircleMembership.objects.create(circle=family, user=dave)
     memories = {}

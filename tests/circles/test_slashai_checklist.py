@@ -19,7 +19,7 @@ from circles.services import circle_create, memory_share
 from memories.retrieval import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
-from people.models import ConsentStatus, Person
+from people.models import ConsentActor, ConsentStatus, Person
 from people.services import person_create, person_set_consent
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,14 @@ pytestmark = pytest.mark.django_db
 def bob_in_alices_journal(alice, bob, family) -> Person:
     person = person_create(owner=alice, display_name="Bob")
     Person.objects.filter(pk=person.pk).update(linked_user=bob)
-    person_set_consent(person=person, status=ConsentStatus.GRANTED, actor=alice, audience=family.audience)
+    # Bob is linked, so Bob grants for himself.
+    person_set_consent(
+        person=person,
+        status=ConsentStatus.GRANTED,
+        actor=bob,
+        actor_kind=ConsentActor.SELF,
+        audience=family.audience,
+    )
     return person
 
 
@@ -110,7 +117,11 @@ def test_a_sensitive_memory_is_never_promoted_to_a_shared_reply(alice, bob, fami
     work = circle_create(owner=alice, name="Work")
     CircleMembership.objects.create(circle=work, user=bob)
     person_set_consent(
-        person=bob_in_alices_journal, status=ConsentStatus.GRANTED, actor=alice, audience=work.audience
+        person=bob_in_alices_journal,
+        status=ConsentStatus.GRANTED,
+        actor=bob,
+        actor_kind=ConsentActor.SELF,
+        audience=work.audience,
     )
     stress = memory_create(
         owner=alice,
