@@ -21,14 +21,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction():
     out = StringIO()
-    call_command("bench_retrieval", memories=400, gated="0.5,0.99", queries=5, stdout=out)
+    call_command("bench_retrieval", memories=400, gated="0.5,0.99", queries=5, compare=True, stdout=out)
     text = out.getvalue()
 
     assert "One consent change for a person in" in text
     rows = {
         (match["fraction"], match["label"].strip()): match
         for match in re.finditer(
-            r"^\s*(?P<fraction>[-0-9.]+) (?P<label>[a-z (),-]+?)\s+(?P<p50>[0-9.]+)\s+(?P<p95>[0-9.]+)"
+            r"^\s*(?P<fraction>[-0-9.]+) (?P<label>[a-z (),:-]+?)\s+(?P<p50>[0-9.]+)\s+(?P<p95>[0-9.]+)"
             r"\s+(?P<p99>[0-9.]+)\s+(?P<recall>[0-9.]+|nan)\s+(?P<rows>[0-9.]+)/10$",
             text,
             re.MULTILINE,
@@ -42,11 +42,31 @@ def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction(
     # Everything gated: nothing returned.
     assert float(rows[("1.00", "agent knn, zero-match")]["rows"]) == 0.0
     assert "zero-match p95 / ungated p95" in text
+    assert "text: words" in text
+    # --compare: each peer pattern measured at each fraction against the same exact truth.
+    for fraction in ("0.50", "0.99"):
+        for peer in ("peer: post-filter top-k", "peer: filtered, defaults", "peer: strict iterative"):
+            assert (fraction, peer) in rows, (fraction, peer)
+    # Post-filtering the owner's top 10 when 99% is gated leaves (almost) nothing.
+    assert float(rows[("0.99", "peer: post-filter top-k")]["rows"]) < 10.0
     # The run restores full consent and keeps the gate rows and their copies.
     owner_memories = Memory.objects.filter(owner__username="bench_retrieval")
     assert owner_memories.count() == 400
     assert MemoryGate.objects.filter(memory__in=owner_memories, blocked_count=0).count() == 400
     assert not MemoryGate.objects.filter(memory__in=owner_memories, embedding__isnull=True).exists()
+
+
+def test_bench_retrieval_text_modes_seed_realistic_or_vocabulary_text():
+    call_command("bench_retrieval", memories=60, gated="0.5", queries=2, text="vocabulary", stdout=StringIO())
+    old = Memory.objects.filter(owner__username="bench_retrieval")
+    assert set(old.values_list("embedding_model", flat=True)) == {"bench-random"}
+    assert all(len(body.split()) == 12 for body in old.values_list("body", flat=True))
+    # Changing the mode reseeds instead of reusing the other mode's text.
+    call_command("bench_retrieval", memories=60, gated="0.5", queries=2, text="words", stdout=StringIO())
+    new = Memory.objects.filter(owner__username="bench_retrieval")
+    assert set(new.values_list("embedding_model", flat=True)) == {"bench-random-words"}
+    lengths = [len(body.split()) for body in new.values_list("body", flat=True)]
+    assert min(lengths) >= 10 and max(lengths) <= 80 and len(set(lengths)) > 5
 
 
 def test_bench_retrieval_clean_removes_its_users():

@@ -21,8 +21,8 @@ from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
 from memories.management.commands.bench_retrieval import (
     BENCH_USERNAME,
     BUCKETS,
-    VOCABULARY,
     Measured,
+    Text,
     _BulkLoad,
     _load,
     _measure,
@@ -106,6 +106,12 @@ class Command(BaseCommand):
         parser.add_argument("--queries", type=int, default=100)
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument(
+            "--text",
+            choices=["words", "vocabulary"],
+            default="words",
+            help="the owner's seeded text and the queries (see bench_retrieval --text)",
+        )
 
     def handle(self, *args, **options) -> None:
         try:
@@ -128,6 +134,7 @@ class Command(BaseCommand):
 
         rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
+        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
         self.stdout.write("Seeding (reused when already there)…")
         with _BulkLoad(self.stdout) as bulk:
             seeded = _seed_owner(
@@ -136,6 +143,7 @@ class Command(BaseCommand):
                 memory_count=options["memories"],
                 rng=rng,
                 distribution="clustered",
+                text=text,
                 out=self.stdout,
             )
         circle, member_ids = _circle(seeded.user_id, options["members"])
@@ -171,7 +179,7 @@ class Command(BaseCommand):
                 scope = retrieval.circle_visible_memories(circle.pk, viewer)
                 return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
 
-        words = [" ".join(rng.choice(VOCABULARY, 2)) for _ in range(len(queries))]
+        words = [text.query() for _ in range(len(queries))]
 
         def hybrid():
             position = iter(range(len(queries)))

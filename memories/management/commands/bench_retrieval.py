@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils import timezone
+from pgvector.django import CosineDistance
 from pgvector.psycopg import register_vector
 
 from memories.models import EMBEDDING_DIMENSIONS, Memory
@@ -58,6 +59,61 @@ VOCABULARY = (
 ).split()
 
 
+# Realistic text (--text words): English words drawn by their real frequency
+# (wordfreq's list, which ships its data: nothing is downloaded), journal-like
+# lengths, and a few rare names; queries are drawn the same way.
+WORDS_TOP_N = 30_000
+BODY_WORDS = (10, 80)
+QUERY_WORDS = (1, 6)
+RARE_NAMES = (
+    "Anneliese Bartholomew Cosima Dervla Eudora Fenwick Gwendolyn Horatio Ignatius Jolyon "
+    "Kasimir Leocadia Marisol Nerys Oisin Perpetua Quillon Rosalind Saoirse Thaddeus"
+).split()
+
+
+class Text:
+    """Seeded text and query words for one --text mode."""
+
+    def __init__(self, mode: str, rng: np.random.Generator) -> None:
+        self.mode, self.rng = mode, rng
+        if mode == "words":
+            from wordfreq import top_n_list, word_frequency
+
+            words = [word for word in top_n_list("en", WORDS_TOP_N) if word.isalpha()]
+            weights = np.array([word_frequency(word, "en") for word in words], dtype=np.float64)
+            self.words = np.array(words + RARE_NAMES)
+            # A rare name appears in about 1 of 20,000 words.
+            weights = np.concatenate([weights / weights.sum(), np.full(len(RARE_NAMES), 1 / 20_000)])
+            self.weights = weights / weights.sum()
+        else:
+            self.words, self.weights = np.array(VOCABULARY), None
+
+    @property
+    def marker(self) -> str:
+        """What embedding_model says of seeded rows, so a reseed happens when the mode changes."""
+        return "bench-random" if self.mode == "vocabulary" else f"bench-random-{self.mode}"
+
+    def _draw(self, count: int) -> list[str]:
+        return list(self.rng.choice(self.words, size=count, p=self.weights))
+
+    def memory(self) -> tuple[str, str]:
+        if self.mode == "vocabulary":
+            text = self._draw(15)
+            return " ".join(text[:3]), " ".join(text[3:])
+        length = int(self.rng.integers(BODY_WORDS[0], BODY_WORDS[1] + 1))
+        text = self._draw(length + 3)
+        return " ".join(text[:3]), " ".join(text[3:])
+
+    def query(self) -> str:
+        if self.mode == "vocabulary":
+            return " ".join(self._draw(2))
+        length = int(self.rng.integers(QUERY_WORDS[0], QUERY_WORDS[1] + 1))
+        words = self._draw(length)
+        if self.rng.random() < 0.2:  # some questions name someone rare
+            words[-1] = str(self.rng.choice(RARE_NAMES))
+        return " ".join(words)
+
+
 @dataclass(frozen=True)
 class SeededOwner:
     user_id: int
@@ -93,14 +149,22 @@ def _bench_user(username: str):
 
 
 def _seed_owner(
-    *, bulk: _BulkLoad, username: str, memory_count: int, rng: np.random.Generator, distribution: str, out
+    *,
+    bulk: _BulkLoad,
+    username: str,
+    memory_count: int,
+    rng: np.random.Generator,
+    distribution: str,
+    text: Text,
+    out,
 ) -> SeededOwner:
     user = _bench_user(username)
     people = list(
         Person.objects.filter(owner=user, display_name__startswith="Bench bucket ").order_by("display_name")
     )
     existing = Memory.objects.filter(owner=user, embedding__isnull=False).count()
-    if len(people) == BUCKETS and existing == memory_count:
+    same_text = not Memory.objects.filter(owner=user).exclude(embedding_model=text.marker).exists()
+    if len(people) == BUCKETS and existing == memory_count and same_text:
         out.write(f"  reusing {existing} memories of {username}")
         return SeededOwner(user.pk, [person.pk for person in people], existing)
     with transaction.atomic():
@@ -130,6 +194,7 @@ def _seed_owner(
         now=now,
         started=started,
         username=username,
+        text=text,
         out=out,
     )
     with connection.cursor() as cursor:
@@ -198,11 +263,12 @@ def _build_indexes(definitions: list[str], out=None) -> None:
     _prewarm(tuple(definition.split()[2] for definition in definitions))
 
 
-def _copy_memories(*, raw, user, people, memory_count, rng, centroids, now, started, username, out) -> None:
+def _copy_memories(
+    *, raw, user, people, memory_count, rng, centroids, now, started, username, text: Text, out
+) -> None:
     for start in range(0, memory_count, COPY_BATCH):
         count = min(COPY_BATCH, memory_count - start)
         vectors = _unit_vectors(rng, count, centroids)
-        words = rng.integers(0, len(VOCABULARY), (count, 15))
         buckets = rng.integers(0, BUCKETS, count)
         ids = [uuid.uuid4() for _ in range(count)]
         with transaction.atomic(), raw.cursor() as cursor:
@@ -216,21 +282,21 @@ def _copy_memories(*, raw, user, people, memory_count, rng, centroids, now, star
                     + ["varchar", "varchar", "vector", "varchar", "timestamptz", "timestamptz"]
                 )
                 for row in range(count):
-                    text = [VOCABULARY[word] for word in words[row]]
+                    title, body = text.memory()
                     occurred = now - timedelta(minutes=int(start + row))
                     copy.write_row(
                         (
                             ids[row],
                             user.pk,
-                            " ".join(text[:3]),
-                            " ".join(text[3:]),
+                            title,
+                            body,
                             occurred,
                             now,
                             now,
                             "knowledge",
                             "personal",
                             vectors[row],
-                            "bench-random",
+                            text.marker,
                             now,
                             # No edges on purpose: marked computed so the workers' sweep
                             # does not queue 100k edge jobs for synthetic data.
@@ -345,6 +411,19 @@ class Command(BaseCommand):
             help="name the measured owner bench_retrieval_<OWNER> (keeps other bench owners' data)",
         )
         parser.add_argument("--distribution", choices=["clustered", "uniform"], default="clustered")
+        parser.add_argument(
+            "--text",
+            choices=["words", "vocabulary"],
+            default="words",
+            help="words: English by real frequency, 10-80 words, queries of 1-6 words with some rare names; "
+            "vocabulary: the old 120-word vocabulary, 15 words, two-word queries",
+        )
+        parser.add_argument(
+            "--compare",
+            action="store_true",
+            help="also run the patterns people use instead (post-filtering, filtered HNSW with defaults, "
+            "strict iterative scan) on the same table, queries and gate",
+        )
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument(
             "--clean", action="store_true", help="delete every bench_retrieval* user and exit"
@@ -372,6 +451,7 @@ class Command(BaseCommand):
 
         rng = np.random.default_rng(options["seed"])
         distribution, limit = options["distribution"], options["limit"]
+        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
         self.stdout.write("Seeding (reused when already there)…")
         with _BulkLoad(self.stdout) as bulk:
             seeded = _seed_owner(
@@ -380,6 +460,7 @@ class Command(BaseCommand):
                 memory_count=options["memories"],
                 rng=rng,
                 distribution=distribution,
+                text=text,
                 out=self.stdout,
             )
             for index in range(options["other_owners"]):
@@ -390,6 +471,7 @@ class Command(BaseCommand):
                         memory_count=options["other_memories"],
                         rng=rng,
                         distribution=distribution,
+                        text=text,
                         out=self.stdout,
                     )
         queries = _queries(
@@ -418,8 +500,42 @@ class Command(BaseCommand):
 
             return run
 
+        def peer(pattern: str):
+            """What people use instead, on the same table, queries and gate (--compare)."""
+
+            def settings(iterative_scan: str) -> None:
+                # pgvector's defaults: ef_search 40; iterative scan off unless asked.
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT set_config('hnsw.iterative_scan', %s, true), "
+                        "set_config('hnsw.ef_search', '40', true)",
+                        [iterative_scan],
+                    )
+
+            def nearest(scope, query):
+                return list(
+                    scope.filter(embedding__isnull=False)
+                    .annotate(distance=CosineDistance("embedding", query))
+                    .order_by("distance")
+                    .values_list("pk", flat=True)[:limit]
+                )
+
+            def run(query):
+                with transaction.atomic():
+                    if pattern == "post-filter":
+                        # OpenMemory-style ACL: the owner's top k, then drop what the gate refuses.
+                        settings("off")
+                        ids = nearest(owner_scope, query)
+                        allowed = set(agent_scope.filter(pk__in=ids).values_list("pk", flat=True))
+                        return [memory_id for memory_id in ids if memory_id in allowed]
+                    # Filtered HNSW: the gate in the WHERE of an index-ordered query.
+                    settings("strict_order" if pattern == "strict" else "off")
+                    return nearest(agent_scope, query)
+
+            return run
+
         def hybrid(respect_consent):
-            words = [" ".join(rng.choice(VOCABULARY, 2)) for _ in range(len(queries))]
+            words = [text.query() for _ in range(len(queries))]
             position = iter(range(len(queries)))
 
             def run(query):
@@ -440,7 +556,7 @@ class Command(BaseCommand):
         total = Memory.objects.count()
         self.stdout.write(
             f"\n{options['memories']} memories for the measured owner ({distribution} vectors), "
-            f"{options['other_owners']} other owners x {options['other_memories']}; "
+            f"{options['other_owners']} other owners x {options['other_memories']}; text: {options['text']}; "
             f"{total} memories in the table.\n"
             f"{len(queries)} queries, k={limit}. {version.split(' on ')[0]}, pgvector {pgvector_version}, "
             f"{_cpu_count()} CPUs. Latency excludes embedding the query.\n"
@@ -480,6 +596,13 @@ class Command(BaseCommand):
             line("agent (gated) knn", f"{fraction:.2f}", gated, truth)
             line("exact gated (seq)", f"{fraction:.2f}", truth, truth)
             line("agent hybrid search", f"{fraction:.2f}", _measure(hybrid(True), queries), None)
+            if options["compare"]:
+                for pattern, label in (
+                    ("post-filter", "peer: post-filter top-k"),
+                    ("defaults", "peer: filtered, defaults"),
+                    ("strict", "peer: strict iterative"),
+                ):
+                    line(label, f"{fraction:.2f}", _measure(peer(pattern), queries), truth)
         _set_gated_fraction(seeded, 1.0)
         zero = _measure(search(agent_scope, gated=True), queries)
         line("agent knn, zero-match", "1.00", zero, None)

@@ -1,0 +1,23 @@
+"""bench_circles runs end to end on a tiny world and prints its figures (a smoke test, not a measurement)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from circles.models import Circle, MemoryShare
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_bench_circles_prints_each_consented_fraction_and_shares_what_it_says():
+    out = StringIO()
+    call_command("bench_circles", memories=300, shared=120, members=3, consented="0.5", queries=3, stdout=out)
+    text = out.getvalue()
+    assert "Load average before measuring" in text
+    assert "0.50" in text and "recall@k" in text
+    circle = Circle.objects.get(name="Bench circle")
+    assert MemoryShare.objects.filter(circle=circle).count() == 120
+    assert circle.memberships.count() == 3
