@@ -280,6 +280,19 @@ def _manage(*args: str) -> None:
     subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=True)
 
 
+def web_command(host: str, *, access_log: bool = True) -> list[str]:
+    """The web server `make run` starts (bench_load measures the same one).
+
+    A real server, as in production: gunicorn with threads (the embedding model
+    is loaded once per process), static files by WhiteNoise.
+    """
+    command = [
+        sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", host,
+        "--workers", "1", "--threads", "4", "--timeout", "120",
+    ]  # fmt: skip
+    return command + (["--access-logfile", "-"] if access_log else [])
+
+
 def run() -> int:
     """Services, migrations, then web + worker + beat until Ctrl-C."""
     stopping = False
@@ -299,13 +312,7 @@ def run() -> int:
         python = sys.executable
         host = os.environ.get("KEEPSAKE_HOST", "127.0.0.1:8000")
         commands = {
-            # A real server, as in production: gunicorn with threads (the embedding
-            # model is loaded once per process), static files by WhiteNoise.
-            "web": [
-                python, "-m", "gunicorn", "config.wsgi:application", "--bind", host,
-                "--workers", "1", "--threads", "4", "--timeout", "120",
-                "--access-logfile", "-",
-            ],
+            "web": web_command(host),
             "worker": [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
             "beat": [
                 python, "-m", "celery", "-A", "config", "beat", "-l", "info",

@@ -1,0 +1,43 @@
+"""bench_load starts the production web server and drives it with concurrent clients (a smoke test).
+
+Not a measurement: the figures are for the README's Performance section and
+tests never assert on time. Transactional, because the server is another
+process and must see the seeded owner.
+"""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from accounts.models import AccessToken
+from memories.models import Memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes():
+    out = StringIO()
+    call_command("bench_load", clients=3, seconds=3, memories=120, stdout=out)
+    text = out.getvalue()
+
+    assert re.search(r"Throughput: [0-9.]+ requests/s; errors: 0 of [1-9][0-9]*", text), text
+    for endpoint in ("agent search", "owner timeline", "memory write", "chat"):
+        row = re.search(
+            rf"^{endpoint}\s+(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+0$", text, re.MULTILINE
+        )
+        assert row is not None, (endpoint, text)
+    # The run's writes are removed; the seeded owner stays for reuse; its tokens are not left usable twice.
+    assert not Memory.objects.filter(owner__username="bench_load", title="bench_load write").exists()
+    assert Memory.objects.filter(owner__username="bench_load").count() == 120
+    assert AccessToken.objects.filter(owner__username="bench_load", revoked_at=None).count() == 2
+
+
+def test_bench_load_refuses_nonsense_arguments():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="--clients must be positive"):
+        call_command("bench_load", clients=0, stdout=StringIO())
