@@ -84,9 +84,9 @@ class Text:
             self.words = np.array(words + RARE_NAMES)
             # A rare name appears in about 1 of 20,000 words.
             weights = np.concatenate([weights / weights.sum(), np.full(len(RARE_NAMES), 1 / 20_000)])
-            self.weights = weights / weights.sum()
+            self.cumulative = np.cumsum(weights / weights.sum())
         else:
-            self.words, self.weights = np.array(VOCABULARY), None
+            self.words, self.cumulative = np.array(VOCABULARY), None
 
     @property
     def marker(self) -> str:
@@ -94,7 +94,11 @@ class Text:
         return "bench-random" if self.mode == "vocabulary" else f"bench-random-{self.mode}"
 
     def _draw(self, count: int) -> list[str]:
-        return list(self.rng.choice(self.words, size=count, p=self.weights))
+        if self.cumulative is None:
+            return list(self.rng.choice(self.words, size=count))
+        # Inverse-CDF sampling: rng.choice(p=...) would rebuild the CDF on every call.
+        picks = np.searchsorted(self.cumulative, self.rng.random(count), side="right")
+        return list(self.words[np.minimum(picks, len(self.words) - 1)])
 
     def memory(self) -> tuple[str, str]:
         if self.mode == "vocabulary":
