@@ -162,23 +162,39 @@ def start_postgres() -> bool:
 
 # initdb's defaults (128 MB shared buffers, 64 MB for index builds) are sized for
 # a tiny machine: the journal's HNSW index alone outgrows them at ~50k memories,
-# and every vector search then reads pages through the OS cache. Written with
-# ALTER SYSTEM (postgresql.auto.conf in the data directory), so they stay with it.
-POSTGRES_SETTINGS = {
-    "shared_buffers": "1GB",
-    "effective_cache_size": "4GB",
-    # HNSW builds are far faster when the graph fits in memory (bench_retrieval
-    # rebuilds the index after a bulk load).
-    "maintenance_work_mem": "1GB",
-    # Autovacuum must not take that much per worker.
-    "autovacuum_work_mem": "128MB",
-}
+# and every vector search then reads pages through the OS cache. Scaled to the
+# machine's memory (a 24 GiB machine gets 1 GB of shared buffers, an 8 GiB one
+# 341 MB, never below initdb's 128 MB) and written with ALTER SYSTEM
+# (postgresql.auto.conf in the data directory), so they stay with it.
+# KEEPSAKE_PG_SHARED_BUFFERS (e.g. "512MB") overrides the shared buffers.
+MB = 1024 * 1024
+
+
+def _machine_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _clamp_mb(value: int, low_mb: int, high_mb: int) -> str:
+    return f"{max(low_mb, min(high_mb, value // MB))}MB"
+
+
+def postgres_settings(memory: int | None = None) -> dict[str, str]:
+    memory = _machine_memory() if memory is None else memory
+    return {
+        "shared_buffers": os.environ.get("KEEPSAKE_PG_SHARED_BUFFERS") or _clamp_mb(memory // 24, 128, 1024),
+        "effective_cache_size": _clamp_mb(memory // 2, 256, 4096),
+        # HNSW builds are far faster when the graph fits in memory (bench_retrieval
+        # rebuilds the index after a bulk load).
+        "maintenance_work_mem": _clamp_mb(memory // 24, 64, 1024),
+        # Autovacuum must not take that much per worker.
+        "autovacuum_work_mem": _clamp_mb(memory // 192, 32, 128),
+    }
 
 
 def _tune_postgres(uri: str) -> bool:
-    """Apply POSTGRES_SETTINGS; True if some of them wait for a restart."""
+    """Apply postgres_settings(); True if some of them wait for a restart."""
     statements = "".join(
-        f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in POSTGRES_SETTINGS.items()
+        f"ALTER SYSTEM SET {name} = '{value}';\n" for name, value in postgres_settings().items()
     )
     _psql_output(uri, statements + "SELECT pg_reload_conf();\n")
     pending = _psql_output(uri, "SELECT count(*) FROM pg_settings WHERE pending_restart;")

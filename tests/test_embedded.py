@@ -46,3 +46,18 @@ def test_stale_pid_file_reads_as_not_running(tmp_path, monkeypatch):
     (pg_data / "postmaster.pid").write_text("99999999\n/x\n0\n5432\n/tmp\n")
     monkeypatch.setattr(embedded, "PG_DATA", pg_data)
     assert embedded.postgres_address() is None
+
+
+def test_postgres_memory_settings_scale_with_the_machine(monkeypatch):
+    from config.embedded import postgres_settings
+
+    monkeypatch.delenv("KEEPSAKE_PG_SHARED_BUFFERS", raising=False)
+    gib = 1024**3
+    small, medium, large = postgres_settings(2 * gib), postgres_settings(8 * gib), postgres_settings(24 * gib)
+    assert small["shared_buffers"] == "128MB"  # never below initdb's default
+    assert medium["shared_buffers"] == "341MB"
+    assert large["shared_buffers"] == "1024MB"  # capped
+    assert postgres_settings(256 * gib)["shared_buffers"] == "1024MB"
+    assert small["maintenance_work_mem"] == "85MB" and large["maintenance_work_mem"] == "1024MB"
+    monkeypatch.setenv("KEEPSAKE_PG_SHARED_BUFFERS", "512MB")
+    assert postgres_settings(24 * gib)["shared_buffers"] == "512MB"
