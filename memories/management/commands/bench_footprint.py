@@ -1,0 +1,194 @@
+"""Memory of the whole stack at rest: web, worker, beat, PostgreSQL and Valkey, per process.
+
+Starts what `make run` starts (`python -m config.embedded run`: gunicorn, the
+Celery worker and beat, on a free loopback port, against the running embedded
+services), waits until the web server answers and then until every process's
+memory stops growing (the embedding model is loaded at start), and prints RSS
+and PSS per process. PSS divides pages shared between processes (PostgreSQL's
+shared buffers, copy-on-write after fork) among them, so the PSS total is what
+the stack really holds; RSS counts shared pages once per process.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from memories.management.commands.bench_retrieval import _load
+
+MIB = 1024 * 1024
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    pids, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        pids.append(current)
+        pending += _children(current)
+    return pids
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes, from smaps_rollup."""
+    values = {}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] in ("Rss:", "Pss:"):
+                values[parts[0]] = int(parts[1]) * 1024
+    except OSError:
+        return 0, 0
+    return values.get("Rss:", 0), values.get("Pss:", 0)
+
+
+def _command(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "?"
+    return raw.strip()
+
+
+def _role(command: str) -> str:
+    if "gunicorn" in command:
+        return "web (gunicorn)"
+    if "celery" in command and " beat" in command:
+        return "beat"
+    if "celery" in command and " worker" in command:
+        return "worker"
+    if "postgres" in command:
+        return "PostgreSQL"
+    if "valkey" in command or "redis-server" in command:
+        return "Valkey"
+    if "config.embedded" in command:
+        return "supervisor (config.embedded run)"
+    return "other"
+
+
+def _service_pids() -> dict[str, list[int]]:
+    """The embedded PostgreSQL's and Valkey's processes (found by their command lines)."""
+    found: dict[str, list[int]] = {"PostgreSQL": [], "Valkey": []}
+    data_dir = str(settings.BASE_DIR / ".data")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        command = _command(int(entry.name))
+        role = _role(command)
+        if role == "PostgreSQL" and (data_dir in command or "postgres:" in command):
+            found[role].append(int(entry.name))
+        elif role == "Valkey":
+            found[role].append(int(entry.name))
+    return found
+
+
+class Command(BaseCommand):
+    help = "Start the stack as `make run` does and print RSS and PSS per process at rest."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--settle", type=float, default=5.0, help="seconds memory must stay flat")
+        parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the stack")
+
+    def handle(self, *args, **options) -> None:
+        if options["settle"] <= 0 or options["timeout"] <= 0:
+            raise CommandError("--settle and --timeout must be positive.")
+        port = _free_port()
+        env = {**os.environ, "KEEPSAKE_HOST": f"127.0.0.1:{port}"}
+        stack = subprocess.Popen(
+            [sys.executable, "-m", "config.embedded", "run"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            self._wait_until_serving(port, stack, options["timeout"])
+            own = self._settle(stack.pid, options["settle"], options["timeout"])
+            self._report(own)
+        finally:
+            os.killpg(stack.pid, signal.SIGTERM)
+            try:
+                stack.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(stack.pid, signal.SIGKILL)
+
+    def _wait_until_serving(self, port: int, stack: subprocess.Popen, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if stack.poll() is not None:
+                raise CommandError("The stack exited before serving (see `make run`).")
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", "/accounts/login/")
+                if connection.getresponse().status < 500:
+                    return
+            except OSError:
+                time.sleep(0.5)
+        raise CommandError("The web server did not answer in time.")
+
+    def _settle(self, root: int, settle: float, timeout: float) -> dict[int, tuple[str, int, int]]:
+        """Wait until the stack's total RSS stays within 1% for `settle` seconds; then measure."""
+        deadline = time.monotonic() + timeout
+        previous, flat_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            pids = _tree(root)
+            total = sum(_memory(pid)[0] for pid in pids)
+            if previous > 0 and abs(total - previous) <= previous * 0.01:
+                if time.monotonic() - flat_since >= settle:
+                    break
+            else:
+                flat_since = time.monotonic()
+            previous = total
+            time.sleep(1.0)
+        return {pid: (_role(_command(pid)), *_memory(pid)) for pid in _tree(root)}
+
+    def _report(self, own: dict[int, tuple[str, int, int]]) -> None:
+        rows: dict[str, list[int]] = {}
+        for role, rss, pss in own.values():
+            row = rows.setdefault(role, [0, 0, 0])
+            row[0] += 1
+            row[1] += rss
+            row[2] += pss
+        for role, pids in _service_pids().items():
+            row = rows.setdefault(role, [0, 0, 0])
+            for pid in pids:
+                rss, pss = _memory(pid)
+                row[0] += 1
+                row[1] += rss
+                row[2] += pss
+        self.stdout.write(f"Load average: {_load()}\n")
+        self.stdout.write(f"{'process':<34} {'count':>5} {'RSS MiB':>9} {'PSS MiB':>9}")
+        for role, (count, rss, pss) in rows.items():
+            self.stdout.write(f"{role:<34} {count:>5} {rss / MIB:9.0f} {pss / MIB:9.0f}")
+        total_pss = sum(row[2] for row in rows.values())
+        self.stdout.write(
+            f"{'total':<34} {'':>5} {sum(row[1] for row in rows.values()) / MIB:9.0f} {total_pss / MIB:9.0f}"
+        )
+        self.stdout.write(
+            f"Whole stack at rest: {total_pss / MIB / 1024:.2f} GiB PSS (goal: at most 1.5 GiB)."
+        )
