@@ -7,9 +7,18 @@ from rest_framework import exceptions, permissions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
 
+from accounts import ratelimits
 from accounts.models import AccessToken
 from accounts.services import access_token_authenticate
 from agents.models import Agent
+
+
+class TokenAttemptsThrottled(exceptions.Throttled):
+    """429 with Retry-After (DRF sets the header from `wait`); the detail says why and how long."""
+
+    def __init__(self, *, wait: int, detail: str) -> None:
+        super().__init__(detail=detail)  # without DRF's "Expected available in …": the detail says it
+        self.wait = wait
 
 
 class BearerTokenAuthentication(BaseAuthentication):
@@ -25,18 +34,33 @@ class BearerTokenAuthentication(BaseAuthentication):
         header = get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
+        try:
+            # An address that has used up its failed attempts is refused before its token is read.
+            ratelimits.token_address_check(request)
+            token = self._token(header)
+            if token is None:
+                ratelimits.token_failure_record(request)
+                raise exceptions.AuthenticationFailed(self._failure_message(header))
+            ratelimits.token_request_record(request, owner_id=token.owner_id)
+        except ratelimits.TokenAttemptsLimited as limited:
+            raise TokenAttemptsThrottled(wait=limited.limited.retry_after, detail=limited.message) from None
+        return token.owner, token
+
+    @staticmethod
+    def _token(header: list[bytes]) -> AccessToken | None:
         if len(header) != 2:
-            raise exceptions.AuthenticationFailed(
-                "Malformed Authorization header: expected “Bearer <token>”."
-            )
+            return None
         try:
             raw_token = header[1].decode()
-        except UnicodeDecodeError as exc:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.") from exc
-        token = access_token_authenticate(raw_token=raw_token)
-        if token is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked token.")
-        return token.owner, token
+        except UnicodeDecodeError:
+            return None
+        return access_token_authenticate(raw_token=raw_token)
+
+    @staticmethod
+    def _failure_message(header: list[bytes]) -> str:
+        if len(header) != 2:
+            return "Malformed Authorization header: expected “Bearer <token>”."
+        return "Invalid or revoked token."
 
     def authenticate_header(self, request: Request) -> str:
         return f'{self.keyword} realm="api"'

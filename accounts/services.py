@@ -41,6 +41,10 @@ def _token_hash(raw_token: str) -> str:
     return hashlib.sha256(raw_token.encode()).hexdigest()
 
 
+# Compared against when no token has the prefix; no token hashes to it (it is not hex).
+_UNKNOWN_PREFIX_HASH = "-" * 64
+
+
 def access_token_create(
     *, owner: AbstractBaseUser, kind: str, agent: Agent | None = None, name: str = ""
 ) -> tuple[AccessToken, str]:
@@ -89,11 +93,15 @@ def access_token_revoke(*, token: AccessToken) -> AccessToken:
 
 def access_token_authenticate(*, raw_token: str) -> AccessToken | None:
     """The active token matching `raw_token` (recording its use), or None."""
-    match = _TOKEN_PATTERN.match(raw_token.strip())
+    raw_token = raw_token.strip()
+    match = _TOKEN_PATTERN.match(raw_token)
     if match is None:
         return None
     token = AccessToken.objects.select_related("owner", "agent").filter(prefix=match["prefix"]).first()
-    if token is None or not hmac.compare_digest(token.secret_hash, _token_hash(raw_token.strip())):
+    # Hash and compare even for an unknown prefix, in constant time: how long a wrong
+    # token takes to refuse says nothing about whether its prefix exists.
+    stored_hash = token.secret_hash if token is not None else _UNKNOWN_PREFIX_HASH
+    if not hmac.compare_digest(stored_hash, _token_hash(raw_token)) or token is None:
         return None
     if token.revoked_at is not None or not token.owner.is_active:
         return None

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path, reverse_lazy
+from django.urls import path
 
 from accounts import views
 
@@ -13,13 +13,7 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path(
-        "password/",
-        auth_views.PasswordChangeView.as_view(
-            template_name="accounts/password_change.html", success_url=reverse_lazy("password_change_done")
-        ),
-        name="password_change",
-    ),
+    path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path(
         "password/done/",
         auth_views.PasswordChangeDoneView.as_view(template_name="accounts/password_change_done.html"),

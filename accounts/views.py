@@ -2,12 +2,15 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth import REDIRECT_FIELD_NAME, login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import PasswordChangeForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 
+from accounts import ratelimits
 from accounts.forms import SignupForm
 from accounts.services import user_signup
 
@@ -22,11 +25,28 @@ def _safe_next(request: HttpRequest) -> str:
     return ""
 
 
+def _rate_limited(
+    request: HttpRequest, limited: ratelimits.Limited, *, title: str, reason: str
+) -> HttpResponse:
+    """The 429 page for a web form: what is paused, why, and for how long."""
+    context = {"title": title, "reason": reason, "retry_after_text": limited.retry_after_text}
+    response = render(request, "accounts/rate_limited.html", context, status=429)
+    response["Retry-After"] = str(limited.retry_after)
+    return response
+
+
 @require_http_methods(["GET", "POST"])
 def signup(request: HttpRequest) -> HttpResponse:
     next_url = _safe_next(request)
     if request.user.is_authenticated:
         return redirect(next_url or reverse("timeline"))
+    if request.method == "POST" and (limited := ratelimits.signup_attempt(request)) is not None:
+        return _rate_limited(
+            request,
+            limited,
+            title="Too many sign-ups",
+            reason="There have been too many sign-up attempts from your address, so signing up is paused.",
+        )
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = user_signup(
@@ -38,3 +58,31 @@ def signup(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"Welcome, {user.get_username()}. Your journal is ready.")
         return redirect(next_url or reverse("timeline"))
     return render(request, "accounts/signup.html", {"form": form, "next": next_url})
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """Django's password change, with wrong current passwords counted and limited.
+
+    Someone at an unlocked, signed-in computer must not be able to guess the current
+    password and take the account over; after a few wrong ones, password changes
+    (only) pause for the rest of the window.
+    """
+
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("password_change_done")
+
+    def post(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        if (limited := ratelimits.password_change_check(request)) is not None:
+            return _rate_limited(
+                request,
+                limited,
+                title="Password change paused",
+                reason="The current password was given wrongly too many times, so changing the password "
+                "is paused. You stay logged in; everything else works as usual.",
+            )
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: PasswordChangeForm) -> HttpResponse:
+        if form.has_error("old_password", code="password_incorrect"):
+            ratelimits.password_change_failure_record(self.request)
+        return super().form_invalid(form)

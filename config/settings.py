@@ -12,6 +12,8 @@ from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from config import embedded
 
@@ -228,6 +230,40 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # Lets a test worker (tests/memories/test_worker.py) keep to a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+
+# --- Rate limits (accounts/ratelimits.py; logins are django-axes', above) ------
+# django-ratelimit counts in Valkey, shared by every worker. Each limit is
+# "count/period" (s, m, h, d; "15m" is fifteen minutes), a fixed window that ends
+# on its own; an empty value switches that limit off. If Valkey cannot be reached
+# the limits step aside (and log it) rather than refuse everyone.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "ratelimit": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env("RATELIMIT_CACHE_URL", default="") or REDIS_URL,
+        "KEY_PREFIX": "keepsake",
+        # Fail fast when Valkey is down: one quick retry, never a back-off per request.
+        "OPTIONS": {
+            "socket_connect_timeout": 0.5,
+            "socket_timeout": 0.5,
+            "retry": Retry(NoBackoff(), 1),
+        },
+    },
+}
+RATELIMIT_USE_CACHE = "ratelimit"
+RATELIMIT_FAIL_OPEN = True
+RATELIMIT_IP_META_KEY = "accounts.ratelimits.client_address"
+KEEPSAKE_RATELIMITS = {
+    # Wrong, malformed or revoked bearer tokens (API and /mcp/) from one address.
+    "token_failures_per_address": env("RATELIMIT_TOKEN_FAILURES", default="30/15m"),
+    # Authenticated requests made with all of one account's tokens together.
+    "token_requests_per_account": env("RATELIMIT_TOKEN_REQUESTS", default="6000/m"),
+    # Sign-up form posts from one address.
+    "signup_per_address": env("RATELIMIT_SIGNUP", default="10/h"),
+    # Wrong current passwords on the password-change form.
+    "password_change_failures_per_account": env("RATELIMIT_PASSWORD_CHANGE_ACCOUNT", default="5/15m"),
+    "password_change_failures_per_address": env("RATELIMIT_PASSWORD_CHANGE_ADDRESS", default="20/15m"),
+}
 
 # --- Embeddings and edges (memories/tasks.py) --------------------------------
 # Outgoing `similar` edges per memory, and the cosine similarity they need.

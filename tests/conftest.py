@@ -58,6 +58,18 @@ def _fast_passwords(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits(settings) -> None:
+    """Each test counts from zero in the real rate-limit cache (Valkey): keys of its own.
+
+    Every test client calls from 127.0.0.1, so without this the sign-ups and wrong
+    tokens of earlier tests (and of other runs sharing the server) would add up.
+    """
+    import uuid
+
+    settings.RATELIMIT_CACHE_PREFIX = f"rl:test:{uuid.uuid4().hex}:"
+
+
 @pytest.fixture
 def alice(db):
     """Alice owns a journal (signed up: Self person and built-in agents)."""

@@ -7,6 +7,7 @@ import json
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts import ratelimits
 from agents.mcpserver.auth import McpAuthError, mcp_token_authenticate
 
 
@@ -27,6 +28,15 @@ def _unauthorized(message: str) -> JsonResponse:
     )
 
 
+def _too_many_requests(limited: ratelimits.TokenAttemptsLimited) -> JsonResponse:
+    retry_after = limited.limited.retry_after
+    return JsonResponse(
+        {"error": "too_many_requests", "error_description": limited.message, "retry_after": retry_after},
+        status=429,
+        headers={"Retry-After": str(retry_after)},
+    )
+
+
 @csrf_exempt
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     """Streamable HTTP, stateless and JSON-only: POST one JSON-RPC message, get one answer.
@@ -37,9 +47,18 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     """
     raw_token = _bearer_token(request)
     try:
-        mcp_token_authenticate(raw_token=raw_token)
-    except McpAuthError as exc:
-        return _unauthorized(str(exc))
+        # The same limits as the API's tokens (accounts.ratelimits): a refused token counts
+        # against its address, an accepted one against its owner's ceiling.
+        ratelimits.token_address_check(request)
+        try:
+            token = mcp_token_authenticate(raw_token=raw_token)
+        except McpAuthError as exc:
+            if raw_token is not None:
+                ratelimits.token_failure_record(request)
+            return _unauthorized(str(exc))
+        ratelimits.token_request_record(request, owner_id=token.owner_id)
+    except ratelimits.TokenAttemptsLimited as limited:
+        return _too_many_requests(limited)
     if request.method != "POST":
         return HttpResponse(status=405, headers={"Allow": "POST"})
     # Imported here: the SDK takes a second or two to import, which every process that
