@@ -88,6 +88,7 @@ def bob_person(alice) -> Person:
 
 @pytest.fixture
 def secret(alice, bob_person, family):
+    """Shared while Alice still decides for Bob: ask for it before `linked` (then only he can grant)."""
     memory = memory_create(
         owner=alice, title=SECRET_TITLE, body=SECRET_BODY, participants=[ParticipantSpec(person=bob_person)]
     )
@@ -208,7 +209,7 @@ def test_nobody_else_unlinks(mallory_api, agent_api, linked, bob):
 
 
 def test_my_consents_lists_journals_people_and_audiences_with_counts_only(
-    alice, bob_api, linked, family, secret
+    alice, bob_api, family, secret, linked
 ):
     consent_request_create(owner=alice, person=linked, agent=Agent.objects.get(owner=alice, name="Caregiver"))
     response = bob_api.get("/api/v1/me/consents/")

@@ -73,7 +73,10 @@ def bob_person(alice) -> Person:
 
 @pytest.fixture
 def secret(alice, bob_person, family):
-    """A private memory about Bob, shared into Family (Bob has not consented, so nobody else sees it)."""
+    """A private memory about Bob, shared into Family (Bob has not consented, so nobody else sees it).
+
+    Ask for it before `linked`: once Bob has linked, only he can grant.
+    """
     memory = memory_create(
         owner=alice,
         title=SECRET_TITLE,
@@ -358,7 +361,7 @@ def test_signed_out_visitors_also_get_the_clear_message_for_a_spoilt_link(client
 
 @pytest.mark.parametrize("htmx", [False, True])
 def test_my_consents_shows_each_audience_with_counts_and_never_a_memory(
-    bob_client, alice, linked, family, secret, htmx
+    bob_client, alice, family, secret, linked, htmx
 ):
     person_set_consent(
         person=linked,
