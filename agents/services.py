@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from agents.citations import citations_save
 from agents.llm import LLMError, chat_completion, llm_config
 from agents.models import (
     AccessLog,
@@ -330,7 +331,7 @@ def chat_turn(
             conversation=conversation, role=MessageRole.ASSISTANT, content=content, is_error=is_error
         )
         if not is_error:
-            reply.cited_memories.set(memories)
+            citations_save(message=reply, memories=memories)
         reply.withheld_people.set(withheld)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return ChatTurn(
@@ -351,6 +352,44 @@ def consent_request_create(
     person: Person,
     agent: Agent | None = None,
     conversation: Conversation | None = None,
+def chat_retry(*, owner: AbstractBaseUser, reply: Message) -> tuple[ChatTurn, list]:
+    """Ask again a question whose reply failed: the failed reply and its question give way to a new turn.
+
+    Returns the new turn and the ids of the two messages it replaced.
+
+    Only an error reply (`is_error`, no memories cited) can be retried, so nothing an
+    agent was given disappears: the access log keeps every hand-over, and the retry
+    logs its own.
+    """
+    conversation = reply.conversation
+    if conversation.owner_id != owner.pk or reply.role != MessageRole.ASSISTANT or not reply.is_error:
+        raise ValidationError({"message": "Only a reply that failed can be retried."})
+    question = (
+        conversation.messages.filter(role=MessageRole.USER, created_at__lte=reply.created_at)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if question is None:
+        raise ValidationError({"message": "There is no question to ask again."})
+    text = question.content
+    with transaction.atomic():
+        Message.objects.filter(pk__in=[question.pk, reply.pk]).delete()
+    turn = chat_turn(owner=owner, agent=conversation.agent, text=text, conversation=conversation)
+    return turn, [question.pk, reply.pk]
+
+
+def conversation_delete(*, owner: AbstractBaseUser, conversation: Conversation) -> None:
+    """Delete a conversation and its messages. The access log is an audit and stays whole.
+
+    AccessLog rows name the memory, agent and time, not the conversation, so no
+    cascade reaches them; consent requests and memory proposals made from it keep
+    their own rows (their link to the conversation is cleared).
+    """
+    if conversation.owner_id != owner.pk:
+        raise ValidationError({"conversation": "Unknown conversation."})
+    conversation.delete()
+
+
 ) -> ConsentRequest:
     """Ask the owner to seek `person`'s consent. One pending request per person: asking again reuses it.
 

@@ -13,6 +13,16 @@ urlpatterns = [
     path("<uuid:agent_id>/chat/send/", views.agent_chat_send, name="agent_chat_send"),
     path("<uuid:agent_id>/chat/<uuid:conversation_id>/", views.agent_chat, name="agent_conversation"),
     path(
+        "<uuid:agent_id>/chat/<uuid:conversation_id>/delete/",
+        views.conversation_delete,
+        name="conversation_delete",
+    ),
+    path(
+        "<uuid:agent_id>/chat/<uuid:conversation_id>/retry/<uuid:message_id>/",
+        views.agent_chat_retry,
+        name="agent_chat_retry",
+    ),
+    path(
         "<uuid:agent_id>/chat/<uuid:conversation_id>/suggest-memories/",
         proposal_views.conversation_suggest_memories,
         name="conversation_suggest_memories",

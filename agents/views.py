@@ -4,12 +4,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import push_url, reswap, retarget
 
 from agents import selectors, services
+from agents.citations import citations_attach
 from agents.forms import AgentForm, ChatForm, ConsentRequestForm
 from agents.llm import llm_config
 from agents.models import Agent, Conversation
@@ -104,7 +105,9 @@ def _chat_context(
         "agent": agent,
         "conversation": conversation,
         "conversations": selectors.conversation_list(owner=request.user, agent=agent)[:CONVERSATIONS_SHOWN],
-        "chat_messages": selectors.message_list(conversation=conversation) if conversation else [],
+        "chat_messages": citations_attach(selectors.message_list(conversation=conversation))
+        if conversation
+        else [],
         "pending_request_person_ids": selectors.consent_request_pending_person_ids(owner=request.user),
         "form": form,
         "llm": llm_config(),
@@ -145,11 +148,7 @@ def agent_chat_send(request: HttpRequest, agent_id) -> HttpResponse:
             url = reverse("agent_conversation", args=[agent.pk, turn.conversation.pk])
             if not request.htmx:
                 return redirect(f"{url}#message-{turn.reply.pk}")
-            context = _chat_context(request, agent, turn.conversation) | {
-                "turn": turn,
-                "new_conversation": conversation is None,
-            }
-            response = render(request, "agents/_turn.html", context)
+            response = _render_turn(request, agent, turn, new_conversation=conversation is None)
             return push_url(response, url) if conversation is None else response
     context = _chat_context(request, agent, conversation, form)
     if request.htmx:
@@ -158,6 +157,60 @@ def agent_chat_send(request: HttpRequest, agent_id) -> HttpResponse:
             reswap(render(request, "agents/chat.html#chat-form", context), "outerHTML"), "#chat-form"
         )
     return render(request, "agents/chat.html", context)
+
+
+def _render_turn(
+    request: HttpRequest, agent: Agent, turn: services.ChatTurn, *, new_conversation: bool, replaced=()
+) -> HttpResponse:
+    citations_attach([turn.reply])
+    context = _chat_context(request, agent, turn.conversation) | {
+        "turn": turn,
+        "new_conversation": new_conversation,
+        "replaced_ids": replaced,
+    }
+    return render(request, "agents/_turn.html", context)
+
+
+@login_required
+@require_POST
+def agent_chat_retry(request: HttpRequest, agent_id, conversation_id, message_id) -> HttpResponse:
+    """Ask again the question whose reply failed: htmx swaps the new turn in for the failed one."""
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    conversation = selectors.conversation_get(
+        owner=request.user, agent=agent, conversation_id=conversation_id
+    )
+    reply = get_object_or_404(conversation.messages, pk=message_id)
+    url = reverse("agent_conversation", args=[agent.pk, conversation.pk])
+    try:
+        turn, failed = services.chat_retry(owner=request.user, reply=reply)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+        return redirect(url)
+    if not request.htmx:
+        return redirect(f"{url}#message-{turn.reply.pk}")
+    return _render_turn(request, agent, turn, new_conversation=False, replaced=failed)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request: HttpRequest, agent_id, conversation_id) -> HttpResponse:
+    """Delete one conversation, after a confirmation page. The access log stays whole."""
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    conversation = selectors.conversation_get(
+        owner=request.user, agent=agent, conversation_id=conversation_id
+    )
+    if request.method == "POST":
+        title = conversation.title or "Untitled"
+        services.conversation_delete(owner=request.user, conversation=conversation)
+        messages.success(
+            request,
+            f"Deleted the conversation “{title}”. Which memories {agent.name} was given stays "
+            "in each memory's “Who has seen this”.",
+        )
+        return redirect("agent_chat", agent_id=agent.pk)
+    return render(
+        request, "agents/conversation_confirm_delete.html", {"agent": agent, "conversation": conversation}
+    )
 
 
 # --- consent requests ---------------------------------------------------------------
@@ -201,7 +254,11 @@ def consent_request_create(request: HttpRequest) -> HttpResponse:
     if person_is_linked(person):
         messages.success(request, f"Request sent to {person.display_name}: they decide for themself.")
     else:
-        messages.success(request, f"Consent request added to {person.display_name}'s page.")
+        messages.success(
+            request,
+            f"Consent request recorded for you (in your inbox and on {person.display_name}'s page). "
+            f"Nothing was sent to {person.display_name}: ask them yourself.",
+        )
     return redirect(back)
 
 
@@ -222,6 +279,8 @@ def _resolve_consent_request(request: HttpRequest, consent_request_id, *, approv
             messages.success(request, f"{person.display_name}'s consent is now granted.")
         else:
             messages.info(request, f"Dismissed the consent request for {person.display_name}.")
+    if request.POST.get("next") == reverse("inbox"):
+        return redirect("inbox")
     return redirect("person_detail", person_id=person.pk)
 
 

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agents.citations import citations_save
 from agents.llm import LLMError, chat_completion, llm_config
 from agents.models import AccessLog, AccessSurface, Agent, AgentRole
 from agents.offline import offline_reply
@@ -175,7 +176,7 @@ def circle_chat_turn(*, conversation: CircleConversation, user: AbstractBaseUser
             conversation=conversation, role=CircleMessage.Role.ASSISTANT, content=content, is_error=is_error
         )
         if not is_error:
-            reply.cited_memories.set(memories)
+            citations_save(message=reply, memories=memories)
         CircleConversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return reply
 

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.citations import citations_attach
 from agents.llm import llm_config
 from circles import agent as circle_agent_module
 from circles.selectors import circle_get_for_member, circle_members
@@ -27,7 +28,9 @@ def _chat_context(request: HttpRequest, circle, *, private: bool, error: str = "
         "circle": circle,
         "private": private,
         "conversation": conversation,
-        "chat_messages": circle_agent_module.circle_chat_messages(conversation=conversation),
+        "chat_messages": citations_attach(
+            circle_agent_module.circle_chat_messages(conversation=conversation)
+        ),
         "citable": circle_agent_module.circle_citable_ids(conversation=conversation, viewer=request.user),
         "agent": circle_agent_module.circle_agent(circle),
         "roles": circle_agent_module.CIRCLE_AGENT_ROLES,
@@ -56,7 +59,7 @@ def circle_chat_send(request: HttpRequest, circle_id, private: bool = False) -> 
     conversation = circle_agent_module.circle_conversation(circle=circle, user=request.user, private=private)
     text = request.POST.get("message", "")
     try:
-        circle_agent_module.circle_chat_turn(conversation=conversation, user=request.user, text=text)
+        reply = circle_agent_module.circle_chat_turn(conversation=conversation, user=request.user, text=text)
     except ValidationError as error:
         context = _chat_context(request, circle, private=private, error=" ".join(error.messages), draft=text)
         template = "circles/chat.html" + ("#chat-panel" if request.htmx else "")
@@ -64,8 +67,12 @@ def circle_chat_send(request: HttpRequest, circle_id, private: bool = False) -> 
     except PermissionDenied:
         raise Http404("No such conversation.") from None
     if request.htmx:
+        # A reply that failed keeps the question in the box, ready to send again.
+        draft = text if reply.is_error else ""
         return render(
-            request, "circles/chat.html#chat-panel", _chat_context(request, circle, private=private)
+            request,
+            "circles/chat.html#chat-panel",
+            _chat_context(request, circle, private=private, draft=draft),
         )
     return redirect(_chat_url(circle, private))
 

@@ -5,15 +5,23 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inbox.selectors import notification_list
+from inbox.selectors import consent_request_inbox, notification_list
 from inbox.services import notifications_mark_read
 
 
 @login_required
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    """The notifications, newest first. Opening the inbox marks them read (shown as new this once)."""
+    """Open consent requests, then the notifications, newest first.
+
+    Opening the inbox marks the notifications read (shown as new this once); a consent
+    request stays until the owner approves or dismisses it.
+    """
     notifications = list(notification_list(recipient=request.user))
     notifications_mark_read(recipient=request.user)
     template = "inbox/inbox.html" + ("#inbox-list" if request.htmx else "")
-    return render(request, template, {"notifications": notifications})
+    context = {
+        "notifications": notifications,
+        "consent_requests": consent_request_inbox(owner=request.user),
+    }
+    return render(request, template, context)

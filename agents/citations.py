@@ -1,0 +1,50 @@
+"""The memories a reply cites, kept in the order the prompt numbered them.
+
+The prompt numbers memories [1], [2], … (agents/prompt.py) and the model cites
+those numbers, so a reply's citations are only readable in that order. A
+ManyToMany `.set()` inserts its rows in set order, which loses it; here the
+through rows are written in prompt order, and their serial ids keep it. The same
+holds for the agents' chat (Message) and a circle's chat (CircleMessage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import models
+
+from memories.models import Memory
+
+
+def citations_save(*, message: models.Model, memories: Iterable[Memory]) -> None:
+    """Record `memories` as what `message` cites, [1] first. Replaces any earlier citations."""
+    manager = message.cited_memories
+    through = manager.through
+    through.objects.filter(**{manager.source_field_name: message}).delete()
+    through.objects.bulk_create(
+        through(**{manager.source_field_name: message, manager.target_field_name: memory})
+        for memory in dict.fromkeys(memories)
+    )
+
+
+def citations_attach(messages: Iterable[models.Model]) -> list[models.Model]:
+    """Set `message.citations` on each message: what it cites, [1] first, in one query.
+
+    Replies saved before citations were kept in order come back in some fixed order.
+    """
+    messages = list(messages)
+    if not messages:
+        return messages
+    manager = messages[0].cited_memories
+    source, target = manager.source_field_name, manager.target_field_name
+    by_message: dict[object, list[Memory]] = {message.pk: [] for message in messages}
+    rows = (
+        manager.through.objects.filter(**{f"{source}__in": list(by_message)})
+        .select_related(f"{target}__owner")
+        .order_by("pk")
+    )
+    for row in rows:
+        by_message[getattr(row, f"{source}_id")].append(getattr(row, target))
+    for message in messages:
+        message.citations = by_message[message.pk]
+    return messages
