@@ -343,15 +343,6 @@ def chat_turn(
     )
 
 
-# --- consent requests (agents suggest; only the owner decides) -----------------------
-
-
-def consent_request_create(
-    *,
-    owner: AbstractBaseUser,
-    person: Person,
-    agent: Agent | None = None,
-    conversation: Conversation | None = None,
 def chat_retry(*, owner: AbstractBaseUser, reply: Message) -> tuple[ChatTurn, list]:
     """Ask again a question whose reply failed: the failed reply and its question give way to a new turn.
 
@@ -390,6 +381,15 @@ def conversation_delete(*, owner: AbstractBaseUser, conversation: Conversation) 
     conversation.delete()
 
 
+# --- consent requests (agents suggest; only the owner decides) -----------------------
+
+
+def consent_request_create(
+    *,
+    owner: AbstractBaseUser,
+    person: Person,
+    agent: Agent | None = None,
+    conversation: Conversation | None = None,
 ) -> ConsentRequest:
     """Ask the owner to seek `person`'s consent. One pending request per person: asking again reuses it.
 
