@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: install run test services stop status chromium lint format bench
+.PHONY: install run test services stop status chromium lint format bench vendor
 
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -13,7 +13,19 @@ $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) vendor
+
+# Front-end libraries from npm (pinned in package.json and package-lock.json), served from
+# static/vendor/ (no CDN); axe-core only for the accessibility tests. Built, never committed.
+VENDOR := static/vendor/cytoscape.min.js tests/browser/vendor/axe.min.js
+$(VENDOR) &: package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts
+	mkdir -p static/vendor tests/browser/vendor
+	cp node_modules/cytoscape/dist/cytoscape.min.js static/vendor/cytoscape.min.js
+	cp node_modules/cytoscape/LICENSE static/vendor/cytoscape.LICENSE
+	cp node_modules/axe-core/axe.min.js tests/browser/vendor/axe.min.js
+
+vendor: $(VENDOR)
 
 # Browser tests drive Debian's chromium (Playwright's own browser download
 # cannot run here). Installed with apt when missing and we are root.
@@ -26,7 +38,7 @@ chromium:
 	  fi; \
 	fi
 
-run: $(STAMP)
+run: $(STAMP) vendor
 	$(PY) -m config.embedded run
 
 services: $(STAMP)
@@ -46,5 +58,5 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: $(STAMP) chromium lint
+test: $(STAMP) vendor chromium lint
 	$(PY) -m config.embedded exec -- $(PY) -m pytest $(PYTEST_ARGS)

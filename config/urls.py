@@ -22,6 +22,7 @@ urlpatterns = [
     path("links/", include("people.link_urls")),
     path("me/", include("circles.linked_urls")),
     path("inbox/", include("inbox.urls")),
+    path("universe/", include("memories.universe_urls")),
     path("memories/insights/", include("insights.urls")),
     path("", include("memories.urls")),
 ]

@@ -1,0 +1,157 @@
+// The Universe page: draws the owner's graph from /universe/graph.json with cytoscape
+// (vendored from npm into static/vendor/ by `make vendor`; no CDN). Selecting a node opens
+// its page. The server caps how many memories come back; the page says so and lists the
+// same nodes as links, which is also what a reader without JavaScript or a screen reader uses.
+(() => {
+  const container = document.getElementById("universe-graph");
+  if (!container || typeof window.cytoscape !== "function") return;
+
+  const colour = (name, fallback) =>
+    getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+
+  const style = [
+    {
+      selector: "node",
+      style: {
+        label: "data(label)",
+        "font-size": 9,
+        "min-zoomed-font-size": 7,
+        "text-wrap": "ellipsis",
+        "text-max-width": 110,
+        "text-valign": "bottom",
+        "text-margin-y": 3,
+        color: colour("--ink", "#22201c"),
+        "text-background-color": colour("--paper", "#f7f4ee"),
+        "text-background-opacity": 0.8,
+        "text-background-padding": 1,
+      },
+    },
+    {
+      selector: "node[type = 'memory']",
+      style: {
+        width: 12,
+        height: 12,
+        "background-color": colour("--accent", "#2f5d62"),
+        "border-width": 1,
+        "border-color": "#ffffff",
+      },
+    },
+    {
+      selector: "node[type = 'memory'][?gated]",
+      style: {
+        "background-color": "#ffffff",
+        "border-width": 2,
+        "border-style": "dashed",
+        "border-color": colour("--revoked", "#a8322d"),
+      },
+    },
+    {
+      selector: "node[type = 'person']",
+      style: {
+        shape: "round-rectangle",
+        width: "mapData(count, 1, 40, 22, 48)",
+        height: "mapData(count, 1, 40, 22, 48)",
+        "background-color": colour("--pending-bg", "#fdf1d6"),
+        "border-width": 2,
+        "border-color": colour("--pending", "#8a5a00"),
+        "font-size": 11,
+        "font-weight": 600,
+        "min-zoomed-font-size": 5,
+        "text-valign": "center",
+        "text-margin-y": 0,
+        "text-background-opacity": 0,
+      },
+    },
+    {
+      selector: "edge",
+      style: {
+        width: 1,
+        "line-color": colour("--line-strong", "#cfc7b9"),
+        "curve-style": "haystack",
+        opacity: 0.8,
+      },
+    },
+    {
+      selector: "edge[kind = 'similar']",
+      style: { "line-color": colour("--accent", "#2f5d62"), opacity: 0.45 },
+    },
+    {
+      selector: "edge[kind = 'supersedes']",
+      style: {
+        width: 2,
+        "line-color": colour("--pending", "#8a5a00"),
+        "line-style": "dashed",
+        "curve-style": "straight",
+        "target-arrow-shape": "triangle",
+        "target-arrow-color": colour("--pending", "#8a5a00"),
+      },
+    },
+    {
+      selector: "node:selected, node.hover",
+      style: { "border-width": 3, "border-color": colour("--ink", "#22201c") },
+    },
+  ];
+
+  const draw = (graph) => {
+    container.textContent = "";
+    if (!graph.nodes.length) return;
+    const elements = [
+      ...graph.nodes.map((node) => ({ group: "nodes", data: node })),
+      ...graph.links.map((link, index) => ({
+        group: "edges",
+        data: { id: `e${index}`, source: link.source, target: link.target, kind: link.kind },
+      })),
+    ];
+    const large = graph.nodes.length > 400;
+    const cy = window.cytoscape({
+      container,
+      elements,
+      style,
+      minZoom: 0.1,
+      maxZoom: 4,
+      wheelSensitivity: 0.3,
+      // Large graphs: draw a bitmap while panning and zooming, edges back when still.
+      textureOnViewport: large,
+      hideEdgesOnViewport: large,
+      pixelRatio: large ? 1 : "auto",
+      layout: {
+        name: "cose",
+        animate: false,
+        randomize: true,
+        nodeDimensionsIncludeLabels: false,
+        numIter: large ? 300 : 1000,
+        idealEdgeLength: () => 40,
+        nodeRepulsion: () => 6000,
+        gravity: 0.6,
+        componentSpacing: 60,
+        padding: 20,
+      },
+    });
+    cy.on("tap", "node", (event) => {
+      const url = event.target.data("url");
+      if (url) window.location.assign(url);
+    });
+    cy.on("mouseover", "node", (event) => {
+      event.target.addClass("hover");
+      container.style.cursor = "pointer";
+      container.title = event.target.data("label") + (event.target.data("gated") ? " (agents cannot see)" : "");
+    });
+    cy.on("mouseout", "node", (event) => {
+      event.target.removeClass("hover");
+      container.style.cursor = "";
+      container.title = "";
+    });
+    container.dataset.drawn = String(graph.nodes.length);
+    window.keepsakeUniverse = cy; // for the browser tests and the curious
+  };
+
+  fetch(container.dataset.graphUrl, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then((response) => {
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      return response.json();
+    })
+    .then(draw)
+    .catch(() => {
+      container.textContent = "The graph could not be drawn. The list below has the same memories and people.";
+    });
+})();
