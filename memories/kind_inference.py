@@ -149,7 +149,13 @@ def memory_apply_llm_kind(*, memory_id: uuid.UUID, saved_at: datetime) -> str | 
     kind = llm_classify_kind(title=seen["title"], body=seen["body"])
     if kind is None or kind == seen["kind"]:
         return None
-    derived = Memory(kind=kind, occurred_at=seen["occurred_at"], expired_at=seen["expired_at"])
+    derived = Memory(
+        kind=kind,
+        title=seen["title"],
+        body=seen["body"],
+        occurred_at=seen["occurred_at"],
+        expired_at=seen["expired_at"],
+    )
     memory_apply_expiry(memory=derived)
     # The LLM call took seconds: only if the owner changed nothing meanwhile.
     # QuerySet.update leaves updated_at alone, so this is not itself "a later save".

@@ -8,6 +8,10 @@ second it expires even if the beat task is late. The beat task only stamps
 `expired_at` (bookkeeping for the owner's journal and `doctor`); nothing here
 ever deletes a memory.
 
+A short lifetime counts from the memory's date, or from a later date its text
+speaks of ("planned for next year", "on 14 June 2027": memories.classify_time),
+so a plan stays in view until it has happened.
+
 Kind inference is deliberately a short list of readable rules (KIND_RULES) so
 the owner can predict it; an explicit kind always wins.
 """
@@ -24,6 +28,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memories.classify import classify_sensitivity, refuse_credentials
+from memories.classify_time import latest_future_date
 from memories.models import Memory, MemoryKind
 
 NEVER = "never"
@@ -58,10 +63,17 @@ def _parse_lifetime(kind: str, raw: object) -> timedelta | None:
     return timedelta(days=days)
 
 
-def memory_expires_at(*, kind: str, occurred_at: datetime) -> datetime | None:
-    """When a memory of `kind` that happened at `occurred_at` leaves agent retrieval."""
+def memory_expires_at(*, kind: str, occurred_at: datetime, text: str = "") -> datetime | None:
+    """When a memory of `kind` that happened at `occurred_at` leaves agent retrieval.
+
+    The lifetime counts from the latest future date `text` names, if later than
+    `occurred_at`: "the wedding is next year" is still ahead a month from now.
+    """
     lifetime = kind_lifetimes().get(kind)
-    return None if lifetime is None else occurred_at + lifetime
+    if lifetime is None:
+        return None
+    start = latest_future_date(text=text, after=occurred_at) if text else None
+    return (start or occurred_at) + lifetime
 
 
 def memory_apply_expiry(*, memory: Memory, now: datetime | None = None) -> None:
@@ -73,7 +85,9 @@ def memory_apply_expiry(*, memory: Memory, now: datetime | None = None) -> None:
     loses its marker.
     """
     now = now or timezone.now()
-    memory.expires_at = memory_expires_at(kind=memory.kind, occurred_at=memory.occurred_at)
+    memory.expires_at = memory_expires_at(
+        kind=memory.kind, occurred_at=memory.occurred_at, text=f"{memory.title}\n{memory.body}"
+    )
     if memory.expires_at is not None and memory.expires_at <= now:
         memory.expired_at = memory.expired_at or now
     else:
@@ -118,6 +132,12 @@ _KIN = (
     r"|fianc[ée]e?|friend|best friend|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|grandma"
     r"|grandpa|granddaughter|grandson|colleague|boss|neighbou?r|flatmate|roommate|godmother|godfather"
     r"|stepmother|stepfather|stepson|stepdaughter|in-law|ex)"
+)
+
+# A body of work that, once finished, is part of someone's story.
+_WORK = (
+    r"(?:(?:first |final )?drafts?|novel|book|manuscript|memoir|thesis|dissertation|phd|screenplay|album"
+    r"|poetry collection|collection of (?:poems|stories)|short story|degree|apprenticeship|marathon)"
 )
 
 # First match wins, so the order matters: a reminder about a friend is a task,
@@ -182,6 +202,25 @@ KIND_RULES: tuple[KindRule, ...] = (
             r"grew up in",
         ),
     ),
+    # Before the dated kinds: "finished the first draft of my novel today" is a
+    # lasting fact about someone's life, not what is going on this week.
+    KindRule(
+        MemoryKind.KNOWLEDGE,
+        "a milestone that stays true",
+        re.compile(
+            # Done, not planned: "finished", never "finish" ("want to finish my thesis").
+            r"\b(?:finished|completed|wrote|written|published|submitted|defended|handed in|recorded"
+            r"|released)\b(?: \w+){0,5}? " + _WORK + r"\b"
+            r"|\b" + _WORK + r"\b(?: \w+){0,3}? (?:is|was|are|were|got|now) (?:\w+ )?"
+            r"(?:finished|complete|completed|done|published|accepted|out)\b"
+            r"|\b(?:got|earned|received|was awarded|were awarded|awarded) (?:my|his|her|their|our|a|an|the) "
+            r"(?:degree|diploma|doctorate|phd|masters?|black belt|citizenship|(?:driving )?licen[cs]e)\b"
+            r"|\bpassed (?:my|his|her|their|our|the) (?:driving test|driving exam|bar exam|bar|finals|viva)\b"
+            r"|\b(?:bought|closed on) (?:our|my|his|her|their|a) (?:first )?(?:house|home|flat|apartment)\b"
+            r"|\b(?:ran|finished|completed) (?:my|his|her|their|our|a|the) (?:first )?(?:\w+ )?marathon\b",
+            re.IGNORECASE,
+        ),
+    ),
     KindRule(
         MemoryKind.OBSERVATION,
         "something noticed in passing",
@@ -199,7 +238,7 @@ KIND_RULES: tuple[KindRule, ...] = (
     ),
     KindRule(
         MemoryKind.EVENT,
-        "something that happened",
+        "something that happens at a particular time",
         _words(
             r"yesterday",
             r"last (?:night|week|weekend|month|year)",
