@@ -139,15 +139,19 @@ def _owner_self_status(memory: Memory) -> str | None:
 
 
 def memory_supersede_options(*, memory: Memory, query: str = "", limit: int = 30) -> list[Memory]:
-    """The owner's memories that `memory` could be marked as replacing, newest first.
+    """The owner's older memories that `memory` could be marked as replacing, newest first.
 
     Only those memory_supersede would accept: same owner and sensitivity, not
-    already replaced, and not already linked to `memory` (a no-op or a loop).
+    already replaced, and not already linked to `memory` (a no-op or a loop); and
+    only older ones (happened no later than `memory`): a memory replaces what came before it.
     Each word of `query` must appear in the title or the body.
     """
     linked = [linked_memory.pk for linked_memory in memory_supersession_chain(memory)]
     options = Memory.objects.filter(
-        owner_id=memory.owner_id, sensitivity=memory.sensitivity, superseded_by__isnull=True
+        owner_id=memory.owner_id,
+        sensitivity=memory.sensitivity,
+        superseded_by__isnull=True,
+        occurred_at__lte=memory.occurred_at,
     ).exclude(pk__in=linked)
     for word in query.split()[:10]:
         options = options.filter(Q(title__icontains=word) | Q(body__icontains=word))

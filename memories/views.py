@@ -24,6 +24,7 @@ from memories.forms import (
     participant_row_form,
 )
 from memories.models import Memory, SupersessionProposal
+from memories.related import related_once
 from memories.retrieval import memory_related
 
 PAGE_SIZE = 25
@@ -213,7 +214,7 @@ def _memory_page_context(
     by_id = {linked.pk: linked for linked in chain}
     return {
         "memory": memory,
-        "related": memory_related(memory, respect_consent=False),
+        "related": related_once(memory_related(memory, respect_consent=False)),
         # Oldest first; each row says what replaced it (None: it is the current one).
         "chain": [{"memory": linked, "replaced_by": by_id.get(linked.superseded_by_id)} for linked in chain],
         "replaced_by": by_id.get(memory.superseded_by_id),

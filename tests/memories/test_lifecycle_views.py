@@ -274,8 +274,15 @@ def test_memory_page_offers_only_memories_it_could_replace(alice_client, alice, 
         html.index('id="supersede-pick"') : html.index("</form>", html.index('id="supersede-pick"'))
     ]
     assert f'value="{older.pk}"' in picker and "Bob lives in Paris" in picker
-    assert f'value="{replacement.pk}"' in picker
-    for absent in ("Bob&#x27;s diagnosis", "Bob liked tea", "Mallory", f'value="{newer.pk}"'):
+    # `replacement` happened after `newer` (by a moment): a memory only replaces older ones.
+    assert replacement.occurred_at > newer.occurred_at
+    for absent in (
+        "Bob&#x27;s diagnosis",
+        "Bob liked tea",
+        "Mallory",
+        f'value="{newer.pk}"',
+        f'value="{replacement.pk}"',
+    ):
         assert absent not in picker
 
 
