@@ -92,3 +92,33 @@ def test_patch_without_sensitivity_keeps_it_and_null_works_it_out(owner_api) -> 
 
     inferred = owner_api.patch(_detail(created["id"]), {"sensitivity": None})
     assert inferred.json()["sensitivity"] == "sensitive"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Booked my annual health checkup for Tuesday",
+        "Dad's blood pressure was high at the GP again",
+        "Finished the first draft of my novel today",
+        "Our wedding is planned for next year",
+    ],
+)
+def test_api_and_web_form_agree_on_kind_sensitivity_and_lifetime(owner_api, world, body) -> None:
+    api_memory = Memory.objects.get(pk=owner_api.post(MEMORIES, {"body": body}).json()["id"])
+    web = Client()
+    web.force_login(world.alice)
+    before = set(Memory.objects.filter(owner=world.alice).values_list("pk", flat=True))
+    web.post(reverse("memory_create"), quick_add_data(body=body, kind="", sensitivity=""))
+    [web_memory] = Memory.objects.filter(owner=world.alice).exclude(pk__in=before)
+
+    assert (api_memory.kind, api_memory.sensitivity, api_memory.expires_at) == (
+        web_memory.kind,
+        web_memory.sensitivity,
+        web_memory.expires_at,
+    )
+    if "health" in body or "blood pressure" in body:
+        assert api_memory.sensitivity == "sensitive"
+    if "novel" in body:
+        assert (api_memory.kind, api_memory.expires_at) == ("knowledge", None)
+    if "wedding" in body:
+        assert api_memory.kind == "event" and api_memory.expires_at.year == api_memory.occurred_at.year + 2
