@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
+from django.db.models import QuerySet
+
+from accounts.models import TokenKind
+from agents.models import Agent
 
 
 class SignupForm(UserCreationForm):
@@ -18,3 +22,34 @@ class SignupForm(UserCreationForm):
 
     def save(self, commit: bool = True):
         raise NotImplementedError("Use accounts.services.user_signup.")
+
+
+class TokenCreateForm(forms.Form):
+    """A new access token: a name to tell it apart, and whom it acts as (the owner or one agent)."""
+
+    OWNER = "owner"
+
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="What will use it, so you can tell your tokens apart — “Laptop scripts”, “Claude Desktop”.",
+    )
+    acts_as = forms.ChoiceField(
+        label="Acts as",
+        help_text="An owner token reads and writes your whole journal through the API. An agent token "
+        "reads only memories everyone in them has consented to, never writes, and is the one MCP takes.",
+    )
+
+    def __init__(self, *args: object, agents: QuerySet[Agent], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.agents = {str(agent.pk): agent for agent in agents}
+        agent_choices = [(pk, f"{agent.name} — agent token") for pk, agent in self.agents.items()]
+        self.fields["acts_as"].choices = [(self.OWNER, "You — owner token"), ("Your agents", agent_choices)]
+
+    @property
+    def kind(self) -> str:
+        return TokenKind.OWNER if self.cleaned_data["acts_as"] == self.OWNER else TokenKind.AGENT
+
+    @property
+    def agent(self) -> Agent | None:
+        return self.agents.get(self.cleaned_data["acts_as"])

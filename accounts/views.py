@@ -3,16 +3,22 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth import REDIRECT_FIELD_NAME, login
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 
 from accounts import ratelimits
-from accounts.forms import SignupForm
-from accounts.services import user_signup
+from accounts.forms import SignupForm, TokenCreateForm
+from accounts.selectors import access_token_get, access_token_list
+from accounts.services import access_token_create, access_token_revoke, user_signup
+from agents.selectors import agent_list
 
 
 def _safe_next(request: HttpRequest) -> str:
@@ -86,3 +92,59 @@ class PasswordChangeView(auth_views.PasswordChangeView):
         if form.has_error("old_password", code="password_incorrect"):
             ratelimits.password_change_failure_record(self.request)
         return super().form_invalid(form)
+
+
+# --- Access tokens (Settings → Tokens) ----------------------------------------------
+
+
+def _token_page(request: HttpRequest, *, form: TokenCreateForm, created: dict | None = None) -> HttpResponse:
+    tokens = list(access_token_list(owner=request.user))
+    context = {
+        "form": form,
+        "created": created,
+        "active_tokens": [token for token in tokens if token.is_active],
+        "revoked_tokens": [token for token in tokens if not token.is_active],
+        # The documented form; the endpoint answers without the slash too.
+        "mcp_url": request.build_absolute_uri(reverse("mcp").rstrip("/") + "/"),
+    }
+    template = "portability/tokens.html" + ("#tokens-panel" if request.htmx else "")
+    return render(request, template, context)
+
+
+@never_cache  # a new token's secret is on the page once; no cache may keep a copy
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_list(request: HttpRequest) -> HttpResponse:
+    """The owner's tokens; POST creates one and shows its secret this once."""
+    agents = agent_list(owner=request.user).order_by("name")
+    form = TokenCreateForm(request.POST or None, agents=agents)
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, raw_token = access_token_create(
+                owner=request.user, kind=form.kind, agent=form.agent, name=form.cleaned_data["name"]
+            )
+        except ValidationError as refused:
+            form.add_error(None, refused)
+        else:
+            created = {"token": token, "raw_token": raw_token}
+            return _token_page(request, form=TokenCreateForm(agents=agents), created=created)
+    return _token_page(request, form=form)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_revoke(request: HttpRequest, token_id) -> HttpResponse:
+    """GET asks first; POST revokes. Another owner's token is a 404, like one that does not exist."""
+    token = access_token_get(owner=request.user, token_id=token_id)
+    done = reverse("token_list")
+    if not token.is_active:
+        messages.info(request, f"{token.name or 'That token'} was already revoked.")
+        return HttpResponseClientRedirect(done) if request.htmx else redirect(done)
+    if request.method == "POST":
+        access_token_revoke(token=token)
+        messages.success(
+            request, f"Revoked {token.name or 'the token'} (ks_{token.prefix}_…). It no longer works."
+        )
+        return HttpResponseClientRedirect(done) if request.htmx else redirect(done)
+    template = "portability/tokens_confirm_revoke.html" + ("#confirm" if request.htmx else "")
+    return render(request, template, {"token": token})

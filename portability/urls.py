@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from accounts import views as account_views
 from portability import views
 
 urlpatterns = [
@@ -12,4 +13,6 @@ urlpatterns = [
     path("imports/<uuid:job_id>/", views.import_job_detail, name="import_job_detail"),
     path("imports/<uuid:job_id>/resume/", views.import_job_resume, name="import_job_resume"),
     path("delete-account/", views.account_delete, name="account_delete"),
+    path("tokens/", account_views.token_list, name="token_list"),
+    path("tokens/<uuid:token_id>/revoke/", account_views.token_revoke, name="token_revoke"),
 ]
