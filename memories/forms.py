@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
@@ -12,13 +12,39 @@ from config.limits import (
     TOO_FAR_IN_THE_FUTURE,
     date_too_far,
 )
+from memories.dates import occurred_day, occurred_has_time, occurred_moment
 from memories.lifecycle import kind_lifetimes
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.selectors import memory_list
 from people.models import Person
 from people.selectors import person_list, person_name_taken
 
-DATETIME_INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
+# A date and a time in one value (older forms, scripts): the time is kept.
+MOMENT_INPUT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"]
+DATE_INVALID = "Enter a date, e.g. 2024-05-01."
+
+
+class WhenDateField(forms.DateField):
+    """The day of a memory (<input type=date>, shown in the browser's own date format).
+
+    A value with a time as well ("2024-05-01T14:30") is taken whole, as a naive datetime.
+    """
+
+    widget = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+    default_error_messages = {"invalid": DATE_INVALID}
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        if isinstance(value, date):  # a datetime too
+            return value
+        text = str(value).strip()
+        for moment_format in MOMENT_INPUT_FORMATS:
+            try:
+                return datetime.strptime(text, moment_format)
+            except ValueError:
+                continue
+        return super().to_python(value)
 
 
 def _owner_people(owner: AbstractBaseUser):
@@ -41,16 +67,20 @@ class MemoryForm(forms.Form):
     title = forms.CharField(max_length=MEMORY_TITLE_MAX_LENGTH, required=False)
     body = forms.CharField(
         max_length=MEMORY_BODY_MAX_LENGTH,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What happened? What do you want to keep?"}),
+        label="What happened?",
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "What happened? Mention people with @, e.g. Lunch with @Anna"}
+        ),
         error_messages={"required": "Write something: a memory needs a body."},
     )
-    occurred_at = forms.DateTimeField(
-        label="When",
+    occurred_at = WhenDateField(label="Date", required=False, help_text="Empty: now.")
+    occurred_time = forms.TimeField(
+        label="Time",
         required=False,
-        input_formats=DATETIME_INPUT_FORMATS,
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text="Leave empty for now.",
-        error_messages={"invalid": "Enter a date and time, e.g. 2024-05-01 14:30."},
+        input_formats=["%H:%M", "%H:%M:%S"],
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        help_text="Empty: the whole day.",
+        error_messages={"invalid": "Enter a time, e.g. 14:30."},
     )
     # "" = let memories.lifecycle / memories.classify decide from the text; an explicit choice wins.
     kind = forms.ChoiceField(choices=[(WORK_IT_OUT, "Work it out"), *MemoryKind.choices], required=False)
@@ -97,18 +127,32 @@ class MemoryForm(forms.Form):
             raise forms.ValidationError("Write something: a memory needs a body.")
         return body
 
-    def clean_occurred_at(self):
-        occurred_at = self.cleaned_data.get("occurred_at")
-        if date_too_far(occurred_at):
-            raise forms.ValidationError(TOO_FAR_IN_THE_FUTURE)
-        return occurred_at or timezone.now()
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if "occurred_at" in self.errors or "occurred_time" in self.errors:
+            return cleaned
+        day, at = cleaned.get("occurred_at"), cleaned.get("occurred_time")
+        if isinstance(day, datetime):
+            moment = timezone.make_aware(datetime.combine(day.date(), at or day.time()))
+        elif day is not None:
+            moment = occurred_moment(day, at) if at is not None else occurred_day(day)
+        elif at is not None:
+            moment = occurred_moment(timezone.localdate(), at)
+        else:
+            moment = timezone.now()
+        if date_too_far(moment):
+            self.add_error("occurred_at", TOO_FAR_IN_THE_FUTURE)
+        cleaned["occurred_at"] = moment
+        return cleaned
 
     @classmethod
     def initial_for(cls, memory: Memory) -> dict:
+        local = timezone.localtime(memory.occurred_at)
         return {
             "title": memory.title,
             "body": memory.body,
-            "occurred_at": timezone.localtime(memory.occurred_at),
+            "occurred_at": local.date(),
+            "occurred_time": local.time() if occurred_has_time(memory.occurred_at) else None,
             "kind": memory.kind,
             "sensitivity": memory.sensitivity,
             "source_person": memory.source_person_id,
@@ -206,6 +250,8 @@ ParticipantFormSet = forms.formset_factory(
 )
 
 PARTICIPANT_PREFIX = "people"
+# The name of the "+ Add another person" submit button (the round trip without JavaScript).
+ADD_ROW = "add_person_row"
 
 
 def participant_row_form(*, owner: AbstractBaseUser, index: int) -> ParticipantForm:
@@ -231,6 +277,30 @@ def participant_formset(
     return ParticipantFormSet(data=data, initial=initial, prefix=PARTICIPANT_PREFIX, owner=owner)
 
 
+def participant_formset_plus_row(*, owner: AbstractBaseUser, data) -> BaseParticipantFormSet:
+    """ "+ Add another person" without JavaScript: the rows as sent, plus one empty row.
+
+    Unbound (what was typed is the rows' initial values), so nothing is validated or
+    flagged yet. The count sent is trusted only within 0..PARTICIPANT_MAX_ROWS.
+    """
+    try:
+        sent = int(data.get(f"{PARTICIPANT_PREFIX}-TOTAL_FORMS", ""))
+    except ValueError:
+        sent = 0
+    sent = max(0, min(sent, PARTICIPANT_MAX_ROWS))
+    rows = [
+        {
+            "person": data.get(f"{PARTICIPANT_PREFIX}-{index}-person", ""),
+            "new_name": data.get(f"{PARTICIPANT_PREFIX}-{index}-new_name", ""),
+            "role": data.get(f"{PARTICIPANT_PREFIX}-{index}-role", ParticipantRole.SUBJECT),
+        }
+        for index in range(sent)
+    ]
+    formset = ParticipantFormSet(initial=rows, prefix=PARTICIPANT_PREFIX, owner=owner)
+    formset.extra = 1 if sent < PARTICIPANT_MAX_ROWS else 0
+    return formset
+
+
 class TimelineFilterForm(forms.Form):
     person = forms.ModelChoiceField(queryset=Person.objects.none(), required=False, empty_label="Anyone")
     kind = forms.ChoiceField(choices=[("", "Any kind"), *MemoryKind.choices], required=False)
@@ -245,6 +315,8 @@ class TimelineFilterForm(forms.Form):
     )
 
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
+        # Its own ids: the quick-add form on the same page has a "kind" too.
+        kwargs.setdefault("auto_id", "filter_%s")
         super().__init__(*args, **kwargs)
         self.fields["person"].queryset = _owner_people(owner)
 

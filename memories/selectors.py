@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import calendar
 from dataclasses import dataclass
 from datetime import date, datetime, time
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -156,3 +158,32 @@ def memory_supersede_options(*, memory: Memory, query: str = "", limit: int = 30
     for word in query.split()[:10]:
         options = options.filter(Q(title__icontains=word) | Q(body__icontains=word))
     return list(options.order_by("-occurred_at", "-created_at")[:limit])
+
+
+# --- The owner's calendar and "On this day" (owner views: nothing is gated) --------------------
+
+
+def memory_day_counts(*, owner: AbstractBaseUser, first: date, last: date) -> dict[date, int]:
+    """How many of the owner's memories fall on each day from `first` to `last` (local days)."""
+    rows = (
+        Memory.objects.filter(owner=owner, occurred_at__gte=_start_of(first), occurred_at__lte=_end_of(last))
+        .annotate(day=TruncDate("occurred_at", tzinfo=timezone.get_current_timezone()))
+        .values("day")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    return {row["day"]: row["count"] for row in rows}
+
+
+def memory_on_this_day(*, owner: AbstractBaseUser, day: date) -> QuerySet[Memory]:
+    """The owner's memories from this month and day in earlier years, newest year first.
+
+    On 28 February of a year without a 29th, memories of 29 February come too.
+    """
+    same_day = Q(occurred_at__month=day.month, occurred_at__day=day.day)
+    if (day.month, day.day) == (2, 28) and not calendar.isleap(day.year):
+        same_day |= Q(occurred_at__month=2, occurred_at__day=29)
+    memories = Memory.objects.filter(
+        same_day, owner=owner, occurred_at__lt=_start_of(day.replace(month=1, day=1))
+    )
+    return _with_people(memories).order_by("-occurred_at", "-created_at")

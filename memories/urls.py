@@ -6,6 +6,8 @@ from memories import views
 
 urlpatterns = [
     path("", views.timeline, name="timeline"),
+    path("calendar/", views.memory_calendar, name="memory_calendar"),
+    path("on-this-day/", views.memory_on_this_day, name="memory_on_this_day"),
     path("memories/new/", views.memory_create, name="memory_create"),
     path("memories/people-row/", views.memory_participant_row, name="memory_participant_row"),
     path("memories/<uuid:memory_id>/", views.memory_detail, name="memory_detail"),

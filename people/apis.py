@@ -11,8 +11,9 @@ every edit of the owner's). Agent tokens never write or change consent.
 from __future__ import annotations
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.fields import empty
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,6 +22,7 @@ from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensNotFound, AgentTokensReadOnly, OwnerOnly, request_agent
 from config.api_inputs import StrictCharField
 from config.limits import PERSON_NOTES_MAX_LENGTH
+from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
 from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
 from people.selectors import (
     person_consent_events,
@@ -30,6 +32,7 @@ from people.selectors import (
     person_list_for_agents,
 )
 from people.services import (
+    RELATIONSHIP_MAX_LENGTH,
     LinkInvalid,
     PersonInUse,
     person_create,
@@ -46,6 +49,28 @@ NOT_FOUND = error_response("Unknown person (or another owner's, or hidden from t
 AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
 
 
+class BirthdayField(StrictCharField):
+    """ "1990-05-01", or "--05-01" when the year is not known; null for none."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(allow_null=True, max_length=10, help_text=BIRTHDAY_FORMAT_HELP, **kwargs)
+
+    def run_validation(self, data=empty) -> Birthday | None:
+        # The text is checked as text first (a string, not too long), then read as a birthday.
+        text = super().run_validation(data)
+        if text is None:
+            return None
+        try:
+            return Birthday.parse(text)
+        except ValueError as problem:
+            raise serializers.ValidationError(str(problem)) from problem
+
+
+def _birthday_text(person: Person) -> str | None:
+    birthday = person.birthday
+    return birthday.isoformat() if birthday else None
+
+
 class PersonOutputSerializer(serializers.Serializer):
     id = serializers.UUIDField()
     display_name = serializers.CharField()
@@ -55,6 +80,10 @@ class PersonOutputSerializer(serializers.Serializer):
     is_self = serializers.BooleanField()
     aliases = serializers.ListField(child=serializers.CharField())
     notes = serializers.CharField()
+    relationship = serializers.CharField(help_text="Who they are to the owner, in the owner's words.")
+    birthday = serializers.SerializerMethodField(
+        help_text='"1990-05-01", or "--05-01" when the year is not known; null when not given.'
+    )
     memory_count = serializers.IntegerField(
         allow_null=True, help_text="Null for agent tokens: counts would hint at memories they cannot see."
     )
@@ -65,6 +94,10 @@ class PersonOutputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "Person"
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_birthday(self, person: Person) -> str | None:
+        return _birthday_text(person)
 
 
 def person_output(person: Person, *, for_agent: bool) -> dict:
@@ -103,6 +136,10 @@ class PersonListApi(APIView):
         notes = StrictCharField(
             allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
         )
+        relationship = StrictCharField(
+            allow_blank=True, max_length=RELATIONSHIP_MAX_LENGTH, required=False, default=""
+        )
+        birthday = BirthdayField(required=False, default=None)
 
         class Meta:
             ref_name = "PersonCreate"
@@ -154,6 +191,10 @@ class PersonDetailApi(APIView):
         notes = StrictCharField(
             allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
         )
+        relationship = StrictCharField(
+            allow_blank=True, max_length=RELATIONSHIP_MAX_LENGTH, required=False, default=""
+        )
+        birthday = BirthdayField(required=False, default=None)
 
         class Meta:
             ref_name = "PersonUpdate"
@@ -181,6 +222,8 @@ class PersonDetailApi(APIView):
             aliases=data.get("aliases", person.aliases),
             kind=data.get("kind", person.kind),
             notes=data.get("notes", person.notes),
+            relationship=data.get("relationship", person.relationship),
+            birthday=data.get("birthday", person.birthday),
         )
         return Response(person_output(person, for_agent=False))
 

@@ -7,6 +7,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
+from people.birthdays import Birthday
+
 
 class ConsentStatus(models.TextChoices):
     GRANTED = "granted", "Granted"
@@ -17,6 +19,12 @@ class ConsentStatus(models.TextChoices):
 class PersonKind(models.TextChoices):
     HUMAN = "human", "Human"
     PET = "pet", "Pet"
+
+
+def person_photo_path(person: Person, filename: str) -> str:
+    # A fresh random name each time: an old photo's path never serves the new one, and
+    # the name tells nothing. Under the owner's folder, so an account's photos are one folder.
+    return f"people/{person.owner_id}/{uuid.uuid4().hex}.jpg"
 
 
 class Person(models.Model):
@@ -39,6 +47,15 @@ class Person(models.Model):
         related_name="linked_people",
     )
     notes = models.TextField(blank=True)
+    # Who they are to the owner, in the owner's words ("sister", "old friend from school").
+    relationship = models.CharField(max_length=100, blank=True)
+    # A birthday is a day and a month, with the year when it is known (people.birthdays).
+    birthday_month = models.PositiveSmallIntegerField(null=True, blank=True)
+    birthday_day = models.PositiveSmallIntegerField(null=True, blank=True)
+    birthday_year = models.PositiveSmallIntegerField(null=True, blank=True)
+    # A JPEG re-encoded by people.photos (metadata stripped), under MEDIA_ROOT. Served only
+    # to the owner by people.views.person_photo: there is no public media URL.
+    photo = models.FileField(upload_to=person_photo_path, blank=True, max_length=200)
     is_self = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -46,6 +63,13 @@ class Person(models.Model):
     class Meta:
         ordering = ["-is_self", "display_name"]
         constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(birthday_month=None, birthday_day=None, birthday_year=None)
+                    | models.Q(birthday_month__range=(1, 12), birthday_day__range=(1, 31))
+                ),
+                name="person_birthday_day_and_month",
+            ),
             models.UniqueConstraint(
                 fields=["owner"], condition=models.Q(is_self=True), name="one_self_person_per_owner"
             ),
@@ -66,6 +90,29 @@ class Person(models.Model):
     @property
     def is_consenting(self) -> bool:
         return self.consent_status == ConsentStatus.GRANTED
+
+    @property
+    def birthday(self) -> Birthday | None:
+        if self.birthday_month is None or self.birthday_day is None:
+            return None
+        try:
+            return Birthday(month=self.birthday_month, day=self.birthday_day, year=self.birthday_year)
+        except ValueError:  # e.g. 30 February written around the services: shown as no birthday
+            return None
+
+    @property
+    def initials(self) -> str:
+        """Up to two letters for the avatar drawn when there is no photo."""
+        words = [word for word in self.display_name.split() if word[:1].isalnum()]
+        if not words:
+            return "?"
+        letters = words[0][0] + (words[-1][0] if len(words) > 1 else "")
+        return letters.upper()
+
+    @property
+    def avatar_tone(self) -> int:
+        """One of six colour pairs for the initials avatar, the same for a person on every page."""
+        return self.id.int % 6
 
 
 class ConsentSurface(models.TextChoices):

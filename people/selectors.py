@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet
+from django.db.models.functions import Lower
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -9,10 +13,49 @@ from people.models import ConsentEvent, ConsentStatus, Person, PersonLinkInvite
 
 
 def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -> QuerySet[Person]:
+    """The owner's people: Self first, then by name whatever its capitals, with their memory counts."""
     people = Person.objects.filter(owner=owner).annotate(memory_count=Count("participations"))
     if consent_status:
         people = people.filter(consent_status=consent_status)
-    return people
+    return people.order_by("-is_self", Lower("display_name"), "display_name", "pk")
+
+
+@dataclass(frozen=True)
+class UpcomingBirthday:
+    person: Person
+    on: date
+    days_away: int
+    turns: int | None  # None when the year of birth is not known
+
+
+def person_upcoming_birthdays(
+    *, owner: AbstractBaseUser, today: date, within_days: int = 30
+) -> list[UpcomingBirthday]:
+    """The owner's people whose birthday falls today or in the next `within_days` days, soonest first."""
+    upcoming = []
+    for person in Person.objects.filter(owner=owner, birthday_month__isnull=False, is_self=False):
+        birthday = person.birthday
+        if birthday is None:
+            continue
+        on = birthday.next_on_or_after(today)
+        days_away = (on - today).days
+        if days_away <= within_days:
+            upcoming.append(UpcomingBirthday(person, on, days_away, birthday.age_on(on)))
+    return sorted(upcoming, key=lambda item: (item.on, item.person.display_name.casefold()))
+
+
+def person_mention_options(*, owner: AbstractBaseUser, query: str, limit: int = 8) -> list[Person]:
+    """The owner's people for an @mention typed so far: names (or aliases) starting with it first."""
+    needle = " ".join(query.split()).casefold()
+    starts, contains = [], []
+    for person in person_list(owner=owner).filter(is_self=False):
+        names = [person.display_name.casefold(), *(alias.casefold() for alias in person.aliases)]
+        words = [word for name in names for word in name.split()]
+        if any(name.startswith(needle) for name in names) or any(word.startswith(needle) for word in words):
+            starts.append(person)
+        elif any(needle in name for name in names):
+            contains.append(person)
+    return (starts + contains)[:limit]
 
 
 def person_get(*, owner: AbstractBaseUser, person_id: object) -> Person:

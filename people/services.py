@@ -11,6 +11,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from config.db_retry import retry_on_conflict
+from people.birthdays import Birthday
 from people.models import (
     AGENTS_AUDIENCE,
     CIRCLE_AUDIENCE_PREFIX,
@@ -23,9 +25,37 @@ from people.models import (
     PersonKind,
     PersonLinkInvite,
     circle_audience,
+    person_photo_path,
 )
+from people.photos import photo_prepare
 
 MAX_REASON_LENGTH = 2000
+RELATIONSHIP_MAX_LENGTH = 100
+
+
+class _Keep:
+    """Default of person_update's birthday: leave it as it is (None clears it)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
+
+
+def _set_birthday(person: Person, birthday: Birthday | None) -> None:
+    person.birthday_month = birthday.month if birthday else None
+    person.birthday_day = birthday.day if birthday else None
+    person.birthday_year = birthday.year if birthday else None
+
+
+def _clean_relationship(relationship: str) -> str:
+    relationship = " ".join(relationship.split())
+    if len(relationship) > RELATIONSHIP_MAX_LENGTH:
+        raise ValidationError(
+            {"relationship": f"A relationship can be at most {RELATIONSHIP_MAX_LENGTH} characters."}
+        )
+    return relationship
 
 
 def _clean_aliases(aliases: list[str] | None) -> list[str]:
@@ -44,6 +74,8 @@ def person_create(
     aliases: list[str] | None = None,
     kind: str = PersonKind.HUMAN,
     notes: str = "",
+    relationship: str = "",
+    birthday: Birthday | None = None,
 ) -> Person:
     """A new person always starts with consent pending (fail closed)."""
     display_name = display_name.strip()
@@ -55,8 +87,10 @@ def person_create(
         aliases=_clean_aliases(aliases),
         kind=kind,
         notes=notes,
+        relationship=_clean_relationship(relationship),
         consent_status=ConsentStatus.PENDING,
     )
+    _set_birthday(person, birthday)
     person.full_clean()
     person.save()
     return person
@@ -82,8 +116,13 @@ def person_update(
     aliases: list[str] | None = None,
     kind: str | None = None,
     notes: str | None = None,
+    relationship: str | None = None,
+    birthday: Birthday | None | _Keep = KEEP,
 ) -> Person:
-    """Edit details. Consent is never changed here: see person_set_consent."""
+    """Edit details. Consent is never changed here: see person_set_consent.
+
+    None leaves kind, notes and relationship as they are; a birthday of None clears it.
+    """
     display_name = display_name.strip()
     if not display_name:
         raise ValidationError({"display_name": "A name is required."})
@@ -93,6 +132,10 @@ def person_update(
         person.kind = kind
     if notes is not None:
         person.notes = notes
+    if relationship is not None:
+        person.relationship = _clean_relationship(relationship)
+    if not isinstance(birthday, _Keep):
+        _set_birthday(person, birthday)
     person.full_clean()
     person.save()
     return person
@@ -111,6 +154,7 @@ def audience_validate(audience: str) -> str:
     raise ValidationError({"audience": "An audience is 'agents' or 'circle:<circle id>'."})
 
 
+@retry_on_conflict
 @transaction.atomic
 def person_set_consent(
     *,
@@ -408,4 +452,38 @@ def person_delete(*, person: Person) -> None:
     )
     if memory_count:
         raise PersonInUse(person, memory_count)
-    person.delete()
+    person.delete()  # its photo file goes after commit (people/signals.py)
+
+
+def _delete_file_after_commit(name: str) -> None:
+    if name:
+        storage = Person._meta.get_field("photo").storage
+        transaction.on_commit(lambda: storage.delete(name))
+
+
+@transaction.atomic
+def person_set_photo(*, person: Person, upload) -> Person:
+    """Store a new photo (checked and re-encoded by people.photos); the old file goes after commit."""
+    prepared = photo_prepare(upload)
+    locked = Person.objects.select_for_update().get(pk=person.pk)
+    old_name = locked.photo.name
+    storage = locked.photo.storage
+    new_name = storage.save(person_photo_path(locked, prepared.name), prepared)
+    try:
+        Person.objects.filter(pk=person.pk).update(photo=new_name, updated_at=timezone.now())
+    except Exception:
+        storage.delete(new_name)
+        raise
+    _delete_file_after_commit(old_name)
+    person.photo.name = new_name
+    return person
+
+
+@transaction.atomic
+def person_remove_photo(*, person: Person) -> Person:
+    locked = Person.objects.select_for_update().get(pk=person.pk)
+    old_name = locked.photo.name
+    Person.objects.filter(pk=person.pk).update(photo="", updated_at=timezone.now())
+    _delete_file_after_commit(old_name)
+    person.photo.name = ""
+    return person

@@ -150,6 +150,7 @@ def test_family_circle_shows_carols_memory_to_bob_only_while_carol_consents(
 
     alice.click("nav >> text=Timeline")
     alice.fill("#id_body", "Carol planted red tulips along the garden fence.")
+    alice.click("summary:has-text('More')")
     alice.fill("#id_title", "Tulips with Carol")
     alice.select_option("#id_sensitivity", "public")
     alice.select_option("#id_people-0-person", label="Carol")

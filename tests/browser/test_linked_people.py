@@ -105,6 +105,7 @@ def test_bob_links_his_account_and_alone_decides_whether_alices_agents_use_his_m
 
     alice.click("nav >> text=Timeline")
     alice.fill("#id_body", MEMORY_BODY)
+    alice.click("summary:has-text('More')")
     alice.fill("#id_title", "Chess with Bob")
     alice.select_option("#id_people-0-person", label="Bob")
     alice.select_option("#id_people-0-role", "present")

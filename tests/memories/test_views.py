@@ -224,7 +224,8 @@ def test_quick_add_over_htmx_returns_fresh_form_and_new_card(alice_client, alice
     html = response.content.decode()
     assert "<html" not in html
     assert html.lstrip().startswith('<form id="quick-add"')
-    assert '<div hx-swap-oob="afterbegin:#memory-list">' in html
+    # The list is drawn again out of band, so the new card lands where its date puts it.
+    assert '<div id="memory-list" class="memory-list" hx-swap-oob="innerHTML">' in html
     assert "Coffee with Bob" in html
     assert "Hidden from agents: Bob (pending)" in html
     assert Memory.objects.filter(owner=alice).count() == 1
@@ -247,7 +248,8 @@ def test_quick_add_with_blank_body_shows_error_and_saves_nothing(alice_client, a
     [
         ({"kind": "gossip"}, "Select a valid choice"),
         ({"sensitivity": "secret"}, "Select a valid choice"),
-        ({"occurred_at": "yesterday-ish"}, "Enter a date and time"),
+        ({"occurred_at": "yesterday-ish"}, "Enter a date, e.g. 2024-05-01."),
+        ({"occurred_time": "teatime"}, "Enter a time, e.g. 14:30."),
         ({"title": "x" * 201}, "at most 200 characters"),
     ],
 )
