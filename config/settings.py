@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Before WhiteNoise, so static files carry the policy too.
     "config.security_headers.SecurityHeadersMiddleware",
+    # A database or broker that cannot be reached answers a clear 503, never a 500.
+    "config.unavailable.ServiceUnavailableMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -98,6 +100,9 @@ if env("DATABASE_URL", default=""):
 else:
     DATABASES = {"default": embedded.database_settings()}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+# A kept connection is checked before each request reuses it: after the database
+# restarts, the next request reconnects instead of failing on a dead socket.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_keepsake")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -140,9 +145,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
-# Uploads (people's photos). There is no MEDIA_URL: nothing here is served publicly;
-# people.views.person_photo answers only the owner. Back this folder up with the database.
-MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(BASE_DIR / ".data" / "media")))
 # The production image runs collectstatic and serves hashed, compressed files
 # (KEEPSAKE_STATIC_MANIFEST=true in the Dockerfile); elsewhere WhiteNoise serves
 # the app's static folders directly, so `make run` needs no collectstatic.
@@ -227,7 +229,25 @@ CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 # Saving a memory must never fail or hang because the broker is down.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+# A task is acknowledged once it has run (acks_late). If the whole worker dies
+# with tasks in hand (killed, the machine lost), the broker hands them out again
+# after they have gone unacknowledged this long, so it must be longer than any
+# task may run or wait for its retry (the nightly backup: up to an hour). A
+# worker that loses only its pool process requeues the task at once
+# (reject_on_worker_lost), and an interrupted import can always be resumed by hand.
+CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=2 * 3600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    # A broker that accepts the connection but never answers (frozen, overloaded)
+    # must not hang a save: publishing gives up after this many seconds.
+    "socket_timeout": 5,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    # Workers look for such orphaned tasks every 1-10 s (a cheap sorted-set read).
+    "unacked_restore_interval": min(10, max(1, CELERY_VISIBILITY_TIMEOUT // 20)),
+    "unacked_restore_throttle": 1,
+}
 CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
@@ -327,6 +347,8 @@ AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 # --- Import (portability/) ----------------------------------------------------
 # Largest import file accepted (bytes, also checked after unzipping).
 KEEPSAKE_IMPORT_MAX_BYTES = env.int("KEEPSAKE_IMPORT_MAX_BYTES", default=50 * 1024 * 1024)
+# Seconds one import task works before it queues its own continuation (portability/tasks.py).
+KEEPSAKE_IMPORT_RUN_SECONDS = env.float("KEEPSAKE_IMPORT_RUN_SECONDS", default=60.0)
 
 # --- Backups (backups/) --------------------------------------------------------
 # Where `manage.py backup` and the nightly beat task write dumps and manifests, and how

@@ -7,6 +7,8 @@ from agents.mcpserver.views import mcp_endpoint
 
 # API and /mcp/ callers get JSON for a refused request (e.g. a body that is too large).
 handler400 = "config.api_urls.bad_request"
+# A database or broker failure outside a view answers 503 (config/unavailable.py).
+handler500 = "config.unavailable.server_error"
 
 urlpatterns = [
     path("admin/", admin.site.urls),

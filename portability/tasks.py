@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from portability import services
 
-# Each run works for at most this long, then queues its own continuation, so a
-# 50 000-entry import never meets the task time limit and a worker restart loses
-# at most one uncommitted batch.
-RUN_BUDGET_SECONDS = 60
+# Each run works for at most this long (KEEPSAKE_IMPORT_RUN_SECONDS, 60 s), then
+# queues its own continuation, so a 50 000-entry import never meets the task time
+# limit and a worker restart loses at most one uncommitted batch. Killed outright,
+# the run's message goes back to the queue (acks_late): at once if only the pool
+# process died, after CELERY_VISIBILITY_TIMEOUT if the whole worker did; either
+# way the next run starts after the last committed batch.
+RUN_BUDGET_SECONDS: float = settings.KEEPSAKE_IMPORT_RUN_SECONDS
 
 
 @shared_task(

@@ -10,3 +10,17 @@ document.addEventListener("htmx:afterRequest", (event) => {
     form.reset();
   }
 });
+
+// The server answers 503 with a plain-text message when its database or task queue
+// was unreachable for a moment (config/unavailable.py). htmx swaps nothing for an
+// error, so say it where the page's messages appear; what was typed stays in the form.
+document.addEventListener("htmx:responseError", (event) => {
+  const xhr = event.detail.xhr;
+  const messages = document.getElementById("messages");
+  if (!xhr || xhr.status !== 503 || !messages) return;
+  const message = document.createElement("p");
+  message.className = "message message-error";
+  message.setAttribute("role", "alert");
+  message.textContent = xhr.responseText;
+  messages.replaceChildren(message);
+});
