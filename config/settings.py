@@ -145,6 +145,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+# Uploads (people's photos). There is no MEDIA_URL: nothing here is served publicly;
+# people.views.person_photo answers only the owner. Back this folder up with the database.
+MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(BASE_DIR / ".data" / "media")))
 # The production image runs collectstatic and serves hashed, compressed files
 # (KEEPSAKE_STATIC_MANIFEST=true in the Dockerfile); elsewhere WhiteNoise serves
 # the app's static folders directly, so `make run` needs no collectstatic.
