@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q, Subquery
 from django.utils import timezone
 
+from config.db_retry import retry_on_conflict
 from config.limits import MEMORY_BODY_MAX_LENGTH, TOO_FAR_IN_THE_FUTURE, date_too_far
 from memories.kind_inference import memory_request_kind_inference
 from memories.lifecycle import memory_apply_expiry, memory_resolve_kind_and_sensitivity
@@ -79,6 +80,7 @@ def _validate_fields(
         raise ValidationError(errors)
 
 
+@retry_on_conflict
 @transaction.atomic
 def memory_create(
     *,
@@ -134,6 +136,7 @@ def memory_create(
 WORKER_FIELDS = ("embedding", "embedding_model", "embedded_at", "embedding_claimed_at", "edges_computed_at")
 
 
+@retry_on_conflict
 @transaction.atomic
 def memory_update(
     *,
@@ -202,6 +205,7 @@ def memory_update(
     return memory
 
 
+@retry_on_conflict
 @transaction.atomic
 def memory_delete(*, memory: Memory) -> None:
     memory.delete()
@@ -224,6 +228,7 @@ def _create_new_people(
     ]
 
 
+@retry_on_conflict
 @transaction.atomic
 def memory_create_with_new_people(
     *,
@@ -254,6 +259,7 @@ def memory_create_with_new_people(
     )
 
 
+@retry_on_conflict
 @transaction.atomic
 def memory_update_with_new_people(
     *,
