@@ -125,6 +125,55 @@ def fix_bad_edges(edge_ids: list[int]) -> None:
         cursor.execute(f"DELETE FROM {MemoryEdge._meta.db_table} WHERE id = ANY(%s)", [edge_ids])
 
 
+# --- consent-gate counts ----------------------------------------------------------------------
+#
+# memories_memorygate (the agents' count) and circles_memoryshare (each circle's) carry counts
+# that database triggers keep exact (memories 0004-0007, circles 0002-0003). They are hints for
+# the search strategy, never the gate itself, but a wrong one makes searches return too little.
+# Checked against the triggers' own SQL functions; fixed by the triggers' own refresh.
+
+
+def find_wrong_gate_counts() -> list[uuid.UUID]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT m.id FROM memories_memory m
+            LEFT JOIN memories_memorygate g ON g.memory_id = m.id
+            WHERE g.memory_id IS NULL
+               OR g.owner_id <> m.owner_id
+               OR g.blocked_count <> memories_gate_blockers(m.id, m.source_person_id)
+               OR g.embedding IS DISTINCT FROM m.embedding::halfvec
+            ORDER BY m.id
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def fix_wrong_gate_counts(memory_ids: list[uuid.UUID]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT memories_gate_refresh(%s::uuid[])", [memory_ids])
+
+
+def find_wrong_share_counts() -> list[uuid.UUID]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT DISTINCT s.memory_id FROM circles_memoryshare s
+            JOIN memories_memory m ON m.id = s.memory_id
+            WHERE (s.blocked_count, s.owner_id, s.occurred_at, s.embedding)
+                  IS DISTINCT FROM (circles_share_blockers(s.memory_id, s.circle_id), m.owner_id,
+                                    m.occurred_at, m.embedding::halfvec)
+            ORDER BY s.memory_id
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def fix_wrong_share_counts(memory_ids: list[uuid.UUID]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT circles_share_refresh(%s::uuid[], NULL)", [memory_ids])
+
+
 # --- people -----------------------------------------------------------------------------------
 
 
@@ -418,6 +467,18 @@ CHECKS: tuple[Check, ...] = (
         fix_wrong_expired_marker,
     ),
     Check("unmarked_expired", "expired memories not yet marked", find_unmarked_expired, fix_unmarked_expired),
+    Check(
+        "wrong_gate_counts",
+        "memories whose agents' consent count is not what their people's consent makes it",
+        find_wrong_gate_counts,
+        fix_wrong_gate_counts,
+    ),
+    Check(
+        "wrong_share_counts",
+        "shared memories whose circle consent count is not what their people's consent makes it",
+        find_wrong_share_counts,
+        fix_wrong_share_counts,
+    ),
     Check(
         "stale_embeddings",
         "memories embedded with another model",
