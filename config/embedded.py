@@ -300,11 +300,11 @@ def web_command(host: str, *, access_log: bool = True) -> list[str]:
     """The web server `make run` starts (bench_load measures the same one).
 
     A real server, as in production: gunicorn with threads (the embedding model
-    is loaded once per process), static files by WhiteNoise.
+    is loaded once per process, at start: config/gunicorn.py), static files by WhiteNoise.
     """
     command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi:application", "--bind", host,
-        "--workers", "1", "--threads", "4", "--timeout", "120",
+        sys.executable, "-m", "gunicorn", "config.wsgi:application", "--config", "python:config.gunicorn",
+        "--bind", host, "--workers", "1", "--threads", "4", "--timeout", "120",
     ]  # fmt: skip
     return command + (["--access-logfile", "-"] if access_log else [])
 
@@ -329,7 +329,12 @@ def run() -> int:
         host = os.environ.get("KEEPSAKE_HOST", "127.0.0.1:8000")
         commands = {
             "web": web_command(host),
-            "worker": [python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1"],
+            # Both queues, taken in turn: a memory saved by hand is embedded at once
+            # even while an import's memories are embedded in bulk (config/celery.py).
+            "worker": [
+                python, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "1",
+                "--queues", "celery,embeddings_bulk",
+            ],
             "beat": [
                 python, "-m", "celery", "-A", "config", "beat", "-l", "info",
                 "--schedule", str(DATA_DIR / "celerybeat-schedule"),

@@ -302,6 +302,18 @@ MEMORY_SWEEP_INTERVAL = env.int("MEMORY_SWEEP_INTERVAL", default=60)
 MEMORY_SWEEP_GRACE = env.int("MEMORY_SWEEP_GRACE", default=30)
 MEMORY_SWEEP_BATCH_SIZE = env.int("MEMORY_SWEEP_BATCH_SIZE", default=128)
 MEMORY_SWEEP_MAX_MEMORIES = env.int("MEMORY_SWEEP_MAX_MEMORIES", default=2048)
+# Bulk embedding (after an import, and the sweep's catching up) has a queue of its
+# own (config/celery.py), so it never holds up a memory just saved. One bulk task
+# embeds up to this many memories, then queues their edges in smaller groups: a
+# worker is never busy with one bulk task for more than a second or two.
+# A worker kept to a queue of its own (CELERY_TASK_DEFAULT_QUEUE, e.g. in tests) gets
+# the bulk work there too, unless this names another.
+MEMORY_EMBEDDINGS_BULK_QUEUE = env(
+    "MEMORY_EMBEDDINGS_BULK_QUEUE",
+    default="embeddings_bulk" if CELERY_TASK_DEFAULT_QUEUE == "celery" else CELERY_TASK_DEFAULT_QUEUE,
+)
+MEMORY_EMBEDDINGS_BULK_BATCH_SIZE = env.int("MEMORY_EMBEDDINGS_BULK_BATCH_SIZE", default=64)
+MEMORY_EDGES_BULK_BATCH_SIZE = env.int("MEMORY_EDGES_BULK_BATCH_SIZE", default=16)
 CELERY_BEAT_SCHEDULE: dict = {
     "memories-sweep": {"task": "memories.sweep", "schedule": float(MEMORY_SWEEP_INTERVAL)},
 }

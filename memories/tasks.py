@@ -3,12 +3,21 @@
 Thin: each takes ids (JSON), calls one service in memories.services, and queues
 any follow-up by id. The services are idempotent, so redelivery (acks_late) and
 duplicates from the sweep are harmless.
+
+Two paths: a memory saved by hand is embedded by its own task on the default
+queue (refresh_memories), at once. Bulk work (an import's memories, the sweep's
+catching up) goes in batches to the bulk queue (embed_bulk, compute_edges_bulk;
+routed in config/celery.py), which a worker takes in turn with the default
+queue, so a 1,500-entry import never makes a memory saved meanwhile wait.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 from celery import Task, shared_task
@@ -41,6 +50,10 @@ def enqueue(task: Task, *args, **options) -> bool:
     """
     from config.celery import app
 
+    collected = _bulk_requests.get()
+    if collected is not None and task.name == refresh_memories.name and not options:
+        collected.extend(args[0])  # queued in batches when embeddings_in_bulk() ends
+        return True
     try:
         with app.connection_for_write() as connection:
             task.apply_async(args=args, connection=connection, retry=False, **options)
@@ -52,6 +65,39 @@ def enqueue(task: Task, *args, **options) -> bool:
 
 def _uuids(memory_ids: list[str]) -> list[uuid.UUID]:
     return [uuid.UUID(memory_id) for memory_id in memory_ids]
+
+
+def _groups(memory_ids: Sequence[uuid.UUID | str], size: int) -> Iterator[list[str]]:
+    ids = [str(memory_id) for memory_id in memory_ids]
+    for start in range(0, len(ids), max(1, size)):
+        yield ids[start : start + size]
+
+
+# The embedding requests collected inside embeddings_in_bulk(); None outside it.
+_bulk_requests: ContextVar[list[str] | None] = ContextVar("bulk_embedding_requests", default=None)
+
+
+@contextmanager
+def embeddings_in_bulk() -> Iterator[None]:
+    """Inside, a saved memory's embedding request joins a batch for the bulk queue.
+
+    For imports (portability.services._run_batch): one task per memory, each
+    encoding one text and searching its neighbours alone, made a large import
+    wait minutes and held up everything else on the worker. Requests made
+    inside are queued on the way out as embed_bulk tasks of
+    MEMORY_EMBEDDINGS_BULK_BATCH_SIZE, also when the block raised (what it
+    committed still needs embedding). A request published after the block (an
+    on-commit that fires later) goes out on its own as before; one that cannot
+    be published is found by the sweep, as always.
+    """
+    collected: list[str] = []
+    token = _bulk_requests.set(collected)
+    try:
+        yield
+    finally:
+        _bulk_requests.reset(token)
+        for group in _groups(list(dict.fromkeys(collected)), settings.MEMORY_EMBEDDINGS_BULK_BATCH_SIZE):
+            enqueue(embed_bulk, group)
 
 
 @shared_task(name="memories.refresh_memories", soft_time_limit=240, time_limit=300, **RETRY_OPTIONS)
@@ -72,6 +118,32 @@ def compute_edges(memory_ids: list[str], invalidate_neighbours: bool) -> None:
         enqueue(compute_edges, [str(memory_id) for memory_id in neighbours], False)
 
 
+@shared_task(name="memories.embed_bulk", soft_time_limit=240, time_limit=300, **RETRY_OPTIONS)
+def embed_bulk(memory_ids: list[str]) -> int:
+    """Bulk queue: embed these memories in one batch, then queue their edges in small groups.
+
+    The edges (a neighbour search per memory) cost more than the encoding, so
+    they are separate tasks: the worker goes back to the default queue between
+    them. Memories this call did not embed (another task did, or the text
+    changed meanwhile) get their edges from whoever embedded them, or the sweep.
+    Returns how many it embedded.
+    """
+    stored = services.memory_embed_batch(memory_ids=_uuids(memory_ids))
+    for group in _groups(stored, settings.MEMORY_EDGES_BULK_BATCH_SIZE):
+        enqueue(compute_edges_bulk, group, True)
+    return len(stored)
+
+
+@shared_task(name="memories.compute_edges_bulk", soft_time_limit=120, time_limit=180, **RETRY_OPTIONS)
+def compute_edges_bulk(memory_ids: list[str], invalidate_neighbours: bool) -> None:
+    """compute_edges on the bulk queue; the neighbours' follow-ups stay there too."""
+    neighbours = services.memory_edges_refresh_many(
+        memory_ids=_uuids(memory_ids), invalidate_neighbours=invalidate_neighbours
+    )
+    for group in _groups(neighbours, settings.MEMORY_EDGES_BULK_BATCH_SIZE):
+        enqueue(compute_edges_bulk, group, False)
+
+
 @shared_task(name="memories.sweep", soft_time_limit=50, time_limit=60, **RETRY_OPTIONS)
 def sweep() -> int:
     """Beat: queue memories missing an embedding or with stale edges. Returns how many."""
@@ -83,10 +155,11 @@ def sweep() -> int:
     # Unconsumed sweep messages expire: while no worker runs, they do not pile
     # up work for its return (the next sweep queues what is still missing).
     expires = settings.MEMORY_SWEEP_INTERVAL * 2
+    # What the sweep finds is a backlog (an import, a worker that was down): the bulk queue.
     for batch in plan.embed_batches:
-        enqueue(refresh_memories, [str(memory_id) for memory_id in batch], expires=expires)
-    if plan.stale_edges:
-        enqueue(compute_edges, [str(memory_id) for memory_id in plan.stale_edges], False, expires=expires)
+        enqueue(embed_bulk, [str(memory_id) for memory_id in batch], expires=expires)
+    for group in _groups(plan.stale_edges, settings.MEMORY_EDGES_BULK_BATCH_SIZE):
+        enqueue(compute_edges_bulk, group, False, expires=expires)
     queued = sum(len(batch) for batch in plan.embed_batches) + len(plan.stale_edges)
     if queued:
         logger.info("Sweep queued %d memories.", queued)

@@ -55,6 +55,7 @@ from memories.classify import find_credentials
 from memories.models import Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
+from memories.tasks import embeddings_in_bulk
 from people.models import (
     AGENTS_AUDIENCE,
     ConsentEvent,
@@ -494,6 +495,8 @@ def _describe(item: dict[str, Any]) -> str:
     return item["key"]
 
 
+# The batch's memories are embedded in batches on the bulk queue, not one task each.
+@embeddings_in_bulk()
 def _run_batch(*, job_id: uuid.UUID, items: list[dict[str, Any]], context: _RunContext) -> bool:
     """Process the next batch in one transaction. Returns False when nothing is left.
 

@@ -1,4 +1,8 @@
-"""`make run`'s supervisor: web, worker and beat come up together; Ctrl-C stops all."""
+"""`make run`'s supervisor: web, worker and beat come up together; Ctrl-C stops all.
+
+The web and worker processes load the embedding model as they start, and say so,
+before the web server answers its first request.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -41,9 +46,29 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
         stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, like a terminal's
     )
+    lines: list[str] = []
+
+    def read_output() -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            lines.append(raw.decode(errors="replace"))
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+
+    def wait_for_line(text: str, timeout: float = 300) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for index, line in enumerate(list(lines)):
+                if text in line:
+                    return index
+            time.sleep(0.5)
+        raise AssertionError(f"no {text!r} in the output:\n" + "".join(lines)[-3000:])
+
     try:
         status = None
-        deadline = time.monotonic() + 120
+        # Generous: migrations, then the model load before the first answer (slow on a busy machine).
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline and status is None:
             try:
                 with urllib.request.urlopen(
@@ -52,7 +77,7 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
                     status = response.status
             except OSError:
                 time.sleep(0.5)
-        assert status == 200
+        assert status == 200, "".join(lines)[-3000:]
         # DEBUG is off by default: static files come from WhiteNoise, errors are the friendly pages.
         with urllib.request.urlopen(
             f"http://127.0.0.1:{port}/static/css/keepsake.css", timeout=5
@@ -71,10 +96,21 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
         assert any("celery" in command and " worker" in command for command in commands)
         assert any("celery" in command and " beat" in command for command in commands)
 
+        assert any("celery,embeddings_bulk" in command for command in commands)  # both queues
+
+        # The model was loaded before the first request was answered (gunicorn's
+        # access log line), and the worker's pool process loads it too.
+        web_loaded = wait_for_line("Embedding model all-MiniLM-L6-v2 loaded in the web process")
+        first_request = wait_for_line('"GET /accounts/login/')
+        assert web_loaded < first_request
+        wait_for_line("Embedding model all-MiniLM-L6-v2 loaded in the worker process")
+
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does
-        output, _ = process.communicate(timeout=60)
-        assert process.returncode == 0, output.decode(errors="replace")[-2000:]
-        assert b"Stopped." in output
+        process.wait(timeout=60)
+        reader.join(timeout=10)
+        output = "".join(lines)
+        assert process.returncode == 0, output[-2000:]
+        assert "Stopped." in output
         assert not [child for child in children if child.is_running() and child.status() != "zombie"]
         # The shared database server was already running: it is left running.
         assert embedded.postgres_address() is not None

@@ -59,9 +59,9 @@ def private_broker():
     client.flushdb()
 
 
-def queued_messages(client: redis.Redis) -> list[tuple[str, list]]:
+def queued_messages(client: redis.Redis, queue: str = "celery") -> list[tuple[str, list]]:
     # Kombu pushes on the left and pops on the right: reverse for publish order.
-    messages = [json.loads(raw) for raw in reversed(client.lrange("celery", 0, -1))]
+    messages = [json.loads(raw) for raw in reversed(client.lrange(queue, 0, -1))]
     return [
         (message["headers"]["task"], json.loads(base64.b64decode(message["body"]))[0]) for message in messages
     ]
@@ -307,16 +307,82 @@ def test_sweep_plan_finds_stale_edges_and_batches_embeddings(alice):
     assert plan.stale_edges == [memories[0].pk]
 
 
-def test_sweep_task_queues_batches_by_id(alice, settings, private_broker):
+def test_sweep_task_queues_batches_by_id_on_the_bulk_queue(alice, settings, private_broker):
     settings.MEMORY_SWEEP_GRACE = 0
     settings.MEMORY_SWEEP_BATCH_SIZE = 2
     memories = [memory_create(owner=alice, body=f"Concert {n}") for n in range(3)]
     assert tasks.sweep() == 3
-    queued = queued_messages(private_broker)
-    assert [name for name, _ in queued] == ["memories.refresh_memories", "memories.refresh_memories"]
+    queued = queued_messages(private_broker, "embeddings_bulk")
+    assert [name for name, _ in queued] == ["memories.embed_bulk", "memories.embed_bulk"]
     assert sorted(memory_id for _, args in queued for memory_id in args[0]) == sorted(
         str(m.pk) for m in memories
     )
+    assert queued_messages(private_broker) == []  # nothing on the default queue
+
+
+def test_sweep_queues_stale_edges_in_small_groups_on_the_bulk_queue(alice, settings, private_broker):
+    settings.MEMORY_SWEEP_GRACE = 0
+    settings.MEMORY_EDGES_BULK_BATCH_SIZE = 2
+    memories = [memory_create(owner=alice, body=f"Rowing practice {n}") for n in range(3)]
+    refresh(*memories)
+    Memory.objects.filter(pk__in=[m.pk for m in memories]).update(edges_computed_at=None)
+    assert tasks.sweep() == 3
+    queued = queued_messages(private_broker, "embeddings_bulk")
+    assert [(name, len(args[0]), args[1]) for name, args in queued] == [
+        ("memories.compute_edges_bulk", 2, False),
+        ("memories.compute_edges_bulk", 1, False),
+    ]
+
+
+def test_saves_inside_embeddings_in_bulk_are_queued_as_batches_on_the_bulk_queue(
+    alice, settings, private_broker, django_capture_on_commit_callbacks
+):
+    settings.MEMORY_EMBEDDINGS_BULK_BATCH_SIZE = 2
+    with tasks.embeddings_in_bulk():
+        with django_capture_on_commit_callbacks(execute=True):
+            memories = [memory_create(owner=alice, body=f"Imported entry {n}") for n in range(5)]
+        assert queued_messages(private_broker, "embeddings_bulk") == []  # not before the block ends
+    queued = queued_messages(private_broker, "embeddings_bulk")
+    assert [name for name, _ in queued] == ["memories.embed_bulk"] * 3
+    assert [memory_id for _, args in queued for memory_id in args[0]] == [str(m.pk) for m in memories]
+    assert queued_messages(private_broker) == []  # no task per memory
+
+    # Outside the block, a save is embedded on its own, on the default queue, at once.
+    with django_capture_on_commit_callbacks(execute=True):
+        single = memory_create(owner=alice, body="Typed in by hand")
+    assert queued_messages(private_broker) == [("memories.refresh_memories", [[str(single.pk)]])]
+
+
+def test_embeddings_in_bulk_queues_what_was_saved_even_when_the_block_fails(
+    alice, private_broker, django_capture_on_commit_callbacks
+):
+    with pytest.raises(RuntimeError), tasks.embeddings_in_bulk():
+        with django_capture_on_commit_callbacks(execute=True):
+            memory = memory_create(owner=alice, body="Saved before the failure")
+        raise RuntimeError("the import stopped")
+    assert queued_messages(private_broker, "embeddings_bulk") == [("memories.embed_bulk", [[str(memory.pk)]])]
+
+
+def test_embed_bulk_embeds_the_batch_and_queues_edges_in_groups(alice, settings, private_broker):
+    settings.MEMORY_EDGES_BULK_BATCH_SIZE = 2
+    memories = [memory_create(owner=alice, body=text) for text in (DOG, FETCH, TAXES)]
+    already = memories[2]
+    refresh(already)
+
+    assert tasks.embed_bulk([str(m.pk) for m in memories]) == 2
+    assert not Memory.objects.filter(pk__in=[m.pk for m in memories], embedded_at__isnull=True).exists()
+    queued = queued_messages(private_broker, "embeddings_bulk")
+    # Edges for what this task embedded, two to a task, invalidating neighbours once.
+    assert [(name, sorted(args[0]), args[1]) for name, args in queued] == [
+        ("memories.compute_edges_bulk", sorted([str(memories[0].pk), str(memories[1].pk)]), True)
+    ]
+
+    tasks.compute_edges_bulk(*queued[0][1])
+    assert (str(memories[1].pk), EdgeKind.SIMILAR) in {(t, k) for t, k, _ in edges_of(memories[0])}
+    follow_ups = queued_messages(private_broker, "embeddings_bulk")[1:]
+    # The neighbours' follow-ups stay on the bulk queue and do not cascade.
+    assert all(name == "memories.compute_edges_bulk" and args[1] is False for name, args in follow_ups)
+    assert queued_messages(private_broker) == []
 
 
 def test_save_queues_a_refresh_by_id_after_commit(alice, private_broker, django_capture_on_commit_callbacks):

@@ -1,7 +1,8 @@
 """A real Celery worker process on the real broker, against the test database.
 
 Isolation: the worker and this test use their own Redis database (WORKER_TEST_DB,
-flushed first) and their own queue (WORKER_TEST_QUEUE), so neither the
+flushed first) and their own queues (WORKER_TEST_QUEUE, and WORKER_TEST_BULK_QUEUE
+for bulk embedding), so neither the
 development worker nor other test sessions see these messages, and this worker
 takes nothing else. The worker gets the test
 database's name in its environment.
@@ -36,6 +37,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 BASE_DIR = Path(__file__).resolve().parents[2]
 WORKER_TEST_DB = 12
 WORKER_TEST_QUEUE = "keepsake-worker-test"
+WORKER_TEST_BULK_QUEUE = "keepsake-worker-test-bulk"
 CLAIM_TIMEOUT = 3  # seconds; short so the claim of the killed worker goes stale quickly
 
 
@@ -53,6 +55,7 @@ def worker_environment(broker_url: str) -> dict[str, str]:
     environment.update(
         REDIS_URL=broker_url,
         CELERY_TASK_DEFAULT_QUEUE=WORKER_TEST_QUEUE,
+        MEMORY_EMBEDDINGS_BULK_QUEUE=WORKER_TEST_BULK_QUEUE,
         MEMORY_EMBEDDING_CLAIM_TIMEOUT=str(CLAIM_TIMEOUT),
         PYTHONUNBUFFERED="1",
     )
@@ -88,7 +91,7 @@ class Worker:
                 "--concurrency",
                 "1",
                 "--queues",
-                WORKER_TEST_QUEUE,
+                f"{WORKER_TEST_QUEUE},{WORKER_TEST_BULK_QUEUE}",
                 "--hostname",
                 f"keepsake-worker-test-{os.getpid()}@%h",
                 "--without-mingle",
@@ -119,12 +122,13 @@ class Worker:
 
 
 @pytest.fixture
-def worker_broker() -> Iterator[str]:
+def worker_broker(settings) -> Iterator[str]:
     url = broker_url_with_db(django_settings.REDIS_URL, WORKER_TEST_DB)
     client = redis.Redis.from_url(url)
     client.flushdb()
     previous = celery_app.conf.broker_url, celery_app.conf.task_default_queue
     celery_app.conf.broker_url, celery_app.conf.task_default_queue = url, WORKER_TEST_QUEUE
+    settings.MEMORY_EMBEDDINGS_BULK_QUEUE = WORKER_TEST_BULK_QUEUE  # read by the router at publish
     yield url
     celery_app.conf.broker_url, celery_app.conf.task_default_queue = previous
     client.flushdb()

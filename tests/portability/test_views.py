@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from memories.models import Memory
+from memories.services import memory_embed_batch
 from portability.models import ImportJob, ImportStatus
 from portability.services import import_run, import_start
 
@@ -137,7 +138,7 @@ def test_job_page_polls_while_running(alice_client, alice):
     assert "<progress" in html
 
 
-def test_job_progress_fragment_stops_polling_when_done(alice_client, alice):
+def test_job_progress_fragment_polls_slower_while_indexing_and_stops_when_done(alice_client, alice):
     job = _dayone_job(alice)
     url = reverse("import_job_detail", args=[job.pk])
     assert 'hx-trigger="every 1s"' in alice_client.get(url, **HX).content.decode()
@@ -146,10 +147,16 @@ def test_job_progress_fragment_stops_polling_when_done(alice_client, alice):
     html = response.content.decode()
     assert "<html" not in html
     assert html.lstrip().startswith('<section id="import-progress"')
-    assert "hx-trigger" not in html
     assert "5 of 5 items (100%)" in html
     assert "3 imported, 2 skipped" in html
     assert "not a secret store" in html  # the reason for the skipped entry
+    # Imported, not yet indexed: the page says so and looks again every few seconds.
+    assert "Indexing 0 of 3" in html and 'hx-trigger="every 3s"' in html
+
+    memory_embed_batch(memory_ids=list(Memory.objects.filter(owner=alice).values_list("pk", flat=True)))
+    html = alice_client.get(url, **HX).content.decode()
+    assert "hx-trigger" not in html
+    assert "All 3 imported memories are indexed" in html
 
 
 def test_settings_lists_the_owners_jobs_to_come_back_to(alice_client, alice):

@@ -19,6 +19,7 @@ def _own_broker_db_and_queue(monkeypatch):
     # The memories worker test may run at the same time: its worker must not take our tasks.
     monkeypatch.setattr(worker_test, "WORKER_TEST_DB", 13)
     monkeypatch.setattr(worker_test, "WORKER_TEST_QUEUE", "keepsake-import-worker-test")
+    monkeypatch.setattr(worker_test, "WORKER_TEST_BULK_QUEUE", "keepsake-import-worker-test-bulk")
 
 
 ENTRIES = 1000
@@ -39,8 +40,8 @@ def test_worker_killed_mid_import_resumes_without_duplicates(alice, worker):  # 
     assert Memory.objects.filter(owner=alice).count() == stopped_at.processed
     print(f"Killed at {stopped_at.processed}/{ENTRIES}.")
 
-    # The restarted worker first works through the embedding requests of the
-    # memories imported so far (one task each), then the resumed import.
+    # The restarted worker takes the resumed import and the embedding batches of
+    # the memories imported so far (bulk queue) in turn.
     worker.start()
     import_resume(job=stopped_at)  # the owner's "Resume" button
     wait_until(lambda: _job(job.pk).status == ImportStatus.DONE, what="the resumed import to finish")
