@@ -1,8 +1,11 @@
 """The built-in offline responder: answers from the retrieved memories, no model.
 
-With no LLM configured the chat still works: it lists which memories the agent
-may use for the question, when they happened and who was there, and says
-plainly that it is not a language model.
+With no LLM configured the chat still works: it lists the memories relevant to
+the question that the agent may use (what the consent gate let through and the
+relevance cut-off kept, exactly what a model would have been given), when they
+happened and who was there, and says plainly that it is not a language model.
+When nothing relevant is left it says it found nothing rather than listing
+unrelated memories.
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ def offline_reply(*, question: str, memories: list[Memory]) -> str:
     lines = [
         OFFLINE_PREFIX,
         "",
-        f"I found {count} memor{'y' if count == 1 else 'ies'} that may help, best match first:",
+        f"I found {count} memor{'y that matches' if count == 1 else 'ies that match'} your question, "
+        "best match first:",
         *(_describe(position, memory) for position, memory in enumerate(memories, start=1)),
     ]
     return "\n".join(lines)

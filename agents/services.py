@@ -31,7 +31,7 @@ from agents.prompt import chat_prompt
 from agents.proposals import memory_proposal_from_chat, remember_request
 from agents.selectors import agent_get_by_name, person_mentions_withheld
 from memories.models import Memory
-from memories.retrieval import memory_search
+from memories.retrieval import RelevanceCutoff, memory_search, question_relevance
 from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
 from people.services import person_is_linked, person_set_consent
 
@@ -220,13 +220,21 @@ def _question_embedding(question: str) -> list[float] | None:
         return None
 
 
-def _gated_memories_for(*, owner: AbstractBaseUser, question: str) -> list[Memory]:
-    """The memories the agent may use for `question`: THE consent gate, nothing else.
+def agent_chat_memories(
+    *,
+    owner: AbstractBaseUser,
+    question: str,
+    relevance: RelevanceCutoff | None = None,
+    question_embedding: list[float] | None = None,
+) -> list[Memory]:
+    """The memories the agent may use for `question`: THE consent gate, then the relevance cut-off.
 
     A question is not a search query: "what happened in the park?" should find a
     memory that only mentions the park. Full text gets the question's words ORed
     (websearch syntax, stop words dropped by PostgreSQL); meaning is matched on
-    the question as asked.
+    the question as asked. Only the memories the question needs reach the agent
+    (question_relevance): none at all when nothing is relevant. `relevance` and
+    `question_embedding` are for the relevance bench (bench_relevance).
     """
     words = [word for word in dict.fromkeys(re.findall(r"\w+", question.lower())) if word != "or"]
     terms = " or ".join(words) or question
@@ -235,7 +243,8 @@ def _gated_memories_for(*, owner: AbstractBaseUser, question: str) -> list[Memor
         terms,
         respect_consent=True,
         limit=settings.AGENT_CHAT_MEMORY_LIMIT,
-        query_embedding=_question_embedding(question),
+        query_embedding=question_embedding or _question_embedding(question),
+        relevance=relevance or question_relevance(),
     )
     return [hit.memory for hit in hits]
 
@@ -297,7 +306,7 @@ def chat_turn(
         .values_list("content", flat=True)[:EARLIER_QUESTIONS_IN_PROMPT]
     )[::-1]
 
-    memories = _gated_memories_for(owner=owner, question=text)
+    memories = agent_chat_memories(owner=owner, question=text)
     access_log_record(owner=owner, memories=memories, surface=surface, agent=agent)
     withheld = [] if asked_by_agent else person_mentions_withheld(owner=owner, text=text)
 

@@ -32,7 +32,7 @@ from agents.prompt import chat_prompt
 from agents.services import BUILTIN_AGENTS, MAX_INSTRUCTIONS_LENGTH, MAX_MESSAGE_LENGTH, PRIVACY_INSTRUCTION
 from circles.models import Circle, CircleConversation, CircleMembership, CircleMessage
 from memories.models import Memory
-from memories.retrieval import circle_memory_search, circle_visible_memories
+from memories.retrieval import circle_memory_search, circle_visible_memories, question_relevance
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,8 @@ def _question_embedding(question: str) -> list[float] | None:
 
 
 def circle_chat_memories(*, conversation: CircleConversation, question: str) -> list[Memory]:
-    """The memories this reply may use: THE gate, for this conversation's viewer set."""
+    """The memories this reply may use: THE gate, for this conversation's viewer set, then only
+    those relevant to the question (question_relevance: none when nothing is)."""
     viewers = circle_viewers(conversation=conversation)
     hits = circle_memory_search(
         conversation.circle_id,
@@ -123,6 +124,7 @@ def circle_chat_memories(*, conversation: CircleConversation, question: str) -> 
         query_embedding=_question_embedding(question),
         for_agent=True,
         read_by_several=conversation.private_to_id is None,
+        relevance=question_relevance(),
     )
     return [hit.memory for hit in hits]
 

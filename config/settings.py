@@ -359,6 +359,18 @@ MEMORY_KIND_LLM = env.bool("MEMORY_KIND_LLM", default=False)
 # How many consent-gated memories one chat turn hands to the agent.
 AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 
+# --- Relevance cut-off (memories/retrieval.py RelevanceCutoff) ------------------
+# Search and agents return only memories relevant to the query, so "nothing matches"
+# can be the answer. Cosine similarities of all-MiniLM-L6-v2 (query to memory);
+# calibrated with `python manage.py bench_relevance` on memories/data/relevance_set.json.
+# Meaning alone is enough at or above this (searches and agents' questions):
+RELEVANCE_MIN_SIMILARITY = env.float("RELEVANCE_MIN_SIMILARITY", default=0.35)
+# An agent's question is matched word by word (ORed): a memory sharing a word needs at
+# least this much meaning too (a search's words are all required, so any match counts).
+RELEVANCE_QUESTION_MIN_TEXT_SIMILARITY = env.float("RELEVANCE_QUESTION_MIN_TEXT_SIMILARITY", default=0.25)
+# An agent gets only memories within this much similarity of the question's best match.
+RELEVANCE_QUESTION_MARGIN = env.float("RELEVANCE_QUESTION_MARGIN", default=0.10)
+
 # --- Import (portability/) ----------------------------------------------------
 # Largest import file accepted (bytes, also checked after unzipping).
 KEEPSAKE_IMPORT_MAX_BYTES = env.int("KEEPSAKE_IMPORT_MAX_BYTES", default=50 * 1024 * 1024)

@@ -84,9 +84,27 @@ class MemoryOutputSerializer(serializers.Serializer):
         return "pending" if memory.embedded_at is None else "ready"
 
 
+SCORES_ONLY = " Only with scores=1."
+
+
 class SearchResultSerializer(serializers.Serializer):
     memory = MemoryOutputSerializer()
-    score = serializers.FloatField(help_text="Higher is a better match.")
+    score = serializers.FloatField(
+        required=False,
+        help_text="What orders the results, higher is better: the fused reciprocal-rank score for a "
+        "search, the cosine similarity for similar memories. Its scale means nothing on its own."
+        + SCORES_ONLY,
+    )
+    similarity = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="Cosine similarity of meaning (1 is identical); null when not embedded yet." + SCORES_ONLY,
+    )
+    text_rank = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        help_text="Full-text rank (PostgreSQL ts_rank); null when the words did not match." + SCORES_ONLY,
+    )
 
     class Meta:
         ref_name = "MemorySearchResult"
@@ -100,8 +118,20 @@ class SearchOutputSerializer(serializers.Serializer):
         ref_name = "MemorySearchResults"
 
 
-def _search_results(hits: list) -> list[dict]:
-    return [{"memory": MemoryOutputSerializer(hit.memory).data, "score": hit.score} for hit in hits]
+def _search_results(hits: list, *, scores: bool) -> list[dict]:
+    # Raw scores only when asked: they are ranking internals (a fused reciprocal-rank
+    # score has no meaning outside one result list), not something to show people.
+    if not scores:
+        return [{"memory": MemoryOutputSerializer(hit.memory).data} for hit in hits]
+    return [
+        {
+            "memory": MemoryOutputSerializer(hit.memory).data,
+            "score": hit.score,
+            "similarity": hit.similarity,
+            "text_rank": hit.text_rank,
+        }
+        for hit in hits
+    ]
 
 
 # --- Input helpers ----------------------------------------------------------------
@@ -398,6 +428,11 @@ class RetrievalParamsSerializer(serializers.Serializer):
     respect_consent = serializers.BooleanField(
         default=False, help_text="Owners may ask for the agent view; agent tokens are always gated."
     )
+    scores = serializers.BooleanField(
+        default=False,
+        help_text="Add each result's ranking figures (score, similarity, text_rank). Left out: "
+        "results come best first without them.",
+    )
 
     class Meta:
         ref_name = "RetrievalParams"
@@ -414,6 +449,11 @@ class MemorySearchApi(APIView):
     @extend_schema(
         operation_id="memories_search",
         summary="Search memories by meaning and words (agent tokens: consent-gated)",
+        description=(
+            "Only relevant memories come back, best first: those whose words all match `q`, or whose "
+            "meaning is close to it (a cosine similarity of at least RELEVANCE_MIN_SIMILARITY). A query "
+            "nothing matches returns no results. Ranking figures only with `scores=1`."
+        ),
         parameters=[ParamsSerializer],
         responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR},
     )
@@ -428,7 +468,8 @@ class MemorySearchApi(APIView):
             limit=params.validated_data["limit"],
         )
         _log_agent_access(request, [hit.memory for hit in hits])
-        return Response({"results": _search_results(hits), "consent_gated": respect_consent})
+        results = _search_results(hits, scores=params.validated_data["scores"])
+        return Response({"results": results, "consent_gated": respect_consent})
 
 
 @extend_schema(tags=["memories"])
@@ -446,4 +487,5 @@ class MemorySimilarApi(APIView):
         respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
         hits = memory_similar(memory, respect_consent=respect_consent, limit=params.validated_data["limit"])
         _log_agent_access(request, [hit.memory for hit in hits])
-        return Response({"results": _search_results(hits), "consent_gated": respect_consent})
+        results = _search_results(hits, scores=params.validated_data["scores"])
+        return Response({"results": results, "consent_gated": respect_consent})

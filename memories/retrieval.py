@@ -34,13 +34,14 @@ people kept exact by database triggers, to pick a strategy; it is never the gate
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import (
@@ -57,6 +58,8 @@ from django.db.models import (
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance
 
@@ -136,6 +139,47 @@ class SearchHit:
     score: float
     similarity: float | None = None
     text_rank: float | None = None
+
+
+@dataclass(frozen=True)
+class RelevanceCutoff:
+    """Which of the gated candidates count as relevant to a query (see _relevant).
+
+    A memory is relevant when
+    - its words match the query (full text) and its meaning is not far off:
+      similarity >= `min_text_similarity` (or unknown: not embedded yet, or the
+      query could not be embedded), or
+    - its meaning alone is close: similarity >= `min_similarity`;
+    and, when `margin` is set, its similarity is within `margin` of the best
+    relevant memory's (a question's answer needs the closest few, not everything
+    on the topic).
+
+    The defaults keep every candidate (NO_CUTOFF): the cosine similarity lies in
+    [-1, 1]. Calibrated values come from settings (search_relevance,
+    question_relevance), measured by `python manage.py bench_relevance`.
+    """
+
+    min_similarity: float = -1.0
+    min_text_similarity: float = -1.0
+    margin: float | None = None
+
+
+NO_CUTOFF = RelevanceCutoff()
+
+
+def search_relevance() -> RelevanceCutoff:
+    """Searches (web, API, MCP): every word typed matched is evidence enough; meaning alone must be close."""
+    return RelevanceCutoff(min_similarity=settings.RELEVANCE_MIN_SIMILARITY)
+
+
+def question_relevance() -> RelevanceCutoff:
+    """An agent's question: its words are ORed (one common word matches a lot), so
+    a word match needs some meaning too, and only the closest memories go to the agent."""
+    return RelevanceCutoff(
+        min_similarity=settings.RELEVANCE_MIN_SIMILARITY,
+        min_text_similarity=settings.RELEVANCE_QUESTION_MIN_TEXT_SIMILARITY,
+        margin=settings.RELEVANCE_QUESTION_MARGIN,
+    )
 
 
 @dataclass(frozen=True)
@@ -595,11 +639,13 @@ def memory_search(
     limit: int = 10,
     filters: MemoryFilters | None = None,
     query_embedding: Sequence[float] | None = None,
+    relevance: RelevanceCutoff | None = None,
 ) -> list[SearchHit]:
-    """Hybrid search of the owner's memories, best first.
+    """Hybrid search of the owner's memories, relevant ones only, best first.
 
     Agents must pass respect_consent=True. `query_embedding` skips embedding the
-    query (callers that already have it; tests; the benchmark).
+    query (callers that already have it; tests; the benchmark). `relevance`:
+    the cut-off (RelevanceCutoff); search_relevance() when left out.
     """
     _check_limit(limit)
     query = (query or "").strip()
@@ -627,7 +673,46 @@ def memory_search(
             else []
         )
         text = _text_matches(scope, query, depth)
-        return _fused_hits(scope, nearest, text, limit)
+        return _fused_hits(
+            scope, nearest, text, limit, embedding=embedding, relevance=relevance or search_relevance()
+        )
+
+
+def _text_similarities(
+    scope: QuerySet[Memory], embedding: Sequence[float], memory_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, float]:
+    """The similarity of full-text matches the vector side did not rank (at most the fusion depth)."""
+    if not memory_ids:
+        return {}
+    rows = (
+        scope.filter(pk__in=memory_ids, embedding__isnull=False)
+        .annotate(distance=CosineDistance("embedding", embedding))
+        .values_list("pk", "distance")
+    )
+    return {memory_id: 1.0 - distance for memory_id, distance in rows}
+
+
+def _relevant(
+    candidates: Iterable[uuid.UUID],
+    *,
+    similarity: dict[uuid.UUID, float],
+    text_rank: dict[uuid.UUID, float],
+    relevance: RelevanceCutoff,
+) -> set[uuid.UUID]:
+    """The candidates `relevance` keeps (see RelevanceCutoff): only ever a subset of `candidates`."""
+    kept: set[uuid.UUID] = set()
+    for memory_id in candidates:
+        meaning = similarity.get(memory_id)
+        if memory_id in text_rank and (meaning is None or meaning >= relevance.min_text_similarity):
+            kept.add(memory_id)
+        elif meaning is not None and meaning >= relevance.min_similarity:
+            kept.add(memory_id)
+    if relevance.margin is not None:
+        known = [similarity[memory_id] for memory_id in kept if memory_id in similarity]
+        if known:
+            floor = max(known) - relevance.margin
+            kept = {memory_id for memory_id in kept if similarity.get(memory_id, floor) >= floor}
+    return kept
 
 
 def _fused_hits(
@@ -635,16 +720,29 @@ def _fused_hits(
     nearest: list[tuple[uuid.UUID, float]],
     text: list[tuple[uuid.UUID, float]],
     limit: int,
+    *,
+    embedding: Sequence[float] | None,
+    relevance: RelevanceCutoff,
 ) -> list[SearchHit]:
-    """Reciprocal rank fusion of both sides, best first, loaded through `scope`."""
+    """Reciprocal rank fusion of both sides, relevant ones only, best first, loaded through `scope`.
+
+    The relevance cut-off runs here, on the candidates the gated searches
+    returned and before `limit`: it only removes candidates (a memory it keeps
+    was found through `scope`, and is loaded through it again), so "nothing
+    matches" is an empty list rather than the nearest memories however far.
+    """
     fused: dict[uuid.UUID, float] = {}
     for ranking in (nearest, text):
         for position, (memory_id, _) in enumerate(ranking, start=1):
             fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (RRF_K + position)
     similarity = {memory_id: 1.0 - distance for memory_id, distance in nearest}
     text_rank = dict(text)
+    if embedding is not None:
+        unranked = [memory_id for memory_id in text_rank if memory_id not in similarity]
+        similarity |= _text_similarities(scope, embedding, unranked)
+    relevant = _relevant(fused, similarity=similarity, text_rank=text_rank, relevance=relevance)
     best = sorted(
-        fused, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
+        relevant, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
     )[:limit]
     memories = _load(scope, best)
     return [
@@ -657,6 +755,67 @@ def _fused_hits(
         for memory_id in best
         if memory_id in memories
     ]
+
+
+# --- highlighting the words that matched ------------------------------------------
+
+# ts_headline marks the matches with these (Unicode private-use characters, which
+# journal text has no reason to hold); the marked text is then escaped piece by
+# piece and only our own <mark> tags are added, so no memory text is ever HTML.
+# A stray marker in a body can at worst highlight the wrong words.
+_MATCH_START, _MATCH_STOP = "\ue000", "\ue001"
+
+
+def _marked_html(headline: str) -> str:
+    pieces: list[str] = []
+    inside = False
+    for token in re.split(f"([{_MATCH_START}{_MATCH_STOP}])", headline):
+        if token == _MATCH_START and not inside:
+            pieces.append("<mark>")
+            inside = True
+        elif token == _MATCH_STOP and inside:
+            pieces.append("</mark>")
+            inside = False
+        elif token not in (_MATCH_START, _MATCH_STOP):
+            pieces.append(escape(token))
+    if inside:
+        pieces.append("</mark>")
+    return "".join(pieces)
+
+
+def memory_search_highlights(
+    owner: AbstractBaseUser | int, query: str, memory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, SafeString]:
+    """For the owner's own results: an excerpt of each body with the query's matching words in <mark>.
+
+    Only memories whose words matched get one (a memory found by meaning alone has
+    nothing to mark). Escaped HTML, safe to render. Owner-only: it reads the owner's
+    memories that a search already returned, and decides no visibility.
+    """
+    query = (query or "").strip()
+    if not query or not memory_ids:
+        return {}
+    tsquery = SearchQuery(query, config="english", search_type="websearch")
+    rows = (
+        Memory.objects.filter(owner_id=_owner_id(owner), pk__in=list(memory_ids), search_vector=tsquery)
+        .annotate(
+            headline=SearchHeadline(
+                "body",
+                tsquery,
+                config="english",
+                start_sel=_MATCH_START,
+                stop_sel=_MATCH_STOP,
+                max_words=30,
+                min_words=12,
+            )
+        )
+        .values_list("pk", "headline")
+    )
+    return {
+        memory_id: mark_safe(_marked_html(headline))  # every piece of memory text escaped above
+        for memory_id, headline in rows
+        if _MATCH_START in headline
+    }
 
 
 # --- circles: the members' case of the gate ------------------------------------------
@@ -793,10 +952,12 @@ def circle_memory_search(
     query_embedding: Sequence[float] | None = None,
     for_agent: bool = False,
     read_by_several: bool = False,
+    relevance: RelevanceCutoff | None = None,
 ) -> list[SearchHit]:
-    """Hybrid search of what every viewer in `viewer_ids` may see in the circle, best first.
+    """Hybrid search of what every viewer in `viewer_ids` may see in the circle: relevant, best first.
 
-    `for_agent` and `read_by_several` as for circle_visible_memories.
+    `for_agent` and `read_by_several` as for circle_visible_memories; `relevance`
+    as for memory_search.
     """
     _check_limit(limit)
     query = (query or "").strip()
@@ -815,7 +976,9 @@ def circle_memory_search(
             else []
         )
         text = _text_matches(scope, query, depth)
-        return _fused_hits(scope, nearest, text, limit)
+        return _fused_hits(
+            scope, nearest, text, limit, embedding=embedding, relevance=relevance or search_relevance()
+        )
 
 
 def circle_memory_timeline(

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from memories.models import Memory
-from memories.retrieval import SearchHit, agent_visible_memories, memory_search
+from memories.retrieval import SearchHit, agent_visible_memories, memory_search, memory_search_highlights
 from people.models import ConsentStatus
 
 MAX_QUERY_LENGTH = 500
@@ -29,7 +29,7 @@ def _hidden_reasons(memory: Memory, now) -> list[str]:
     return reasons
 
 
-def _results(request: HttpRequest, hits: list[SearchHit]) -> list[dict]:
+def _results(request: HttpRequest, query: str, hits: list[SearchHit]) -> list[dict]:
     # Whether an agent could see each result is asked of the gate itself, so the
     # mark can never disagree with what agents are actually given.
     visible = set(
@@ -37,12 +37,14 @@ def _results(request: HttpRequest, hits: list[SearchHit]) -> list[dict]:
         .filter(pk__in=[hit.memory.pk for hit in hits])
         .values_list("pk", flat=True)
     )
+    highlights = memory_search_highlights(request.user, query, [hit.memory.pk for hit in hits])
     now = timezone.now()
     return [
         {
             "memory": hit.memory,
             "agent_visible": hit.memory.pk in visible,
             "hidden_reasons": _hidden_reasons(hit.memory, now),
+            "highlight": highlights.get(hit.memory.pk, ""),
         }
         for hit in hits
     ]
@@ -66,5 +68,5 @@ def search(request: HttpRequest) -> HttpResponse:
     elif query:
         hits = memory_search(request.user, query, respect_consent=False, limit=RESULT_LIMIT)
     template = "memories/search.html" + ("#search-results" if request.htmx else "")
-    context = {"query": query, "error": error, "results": _results(request, hits)}
+    context = {"query": query, "error": error, "results": _results(request, query, hits)}
     return render(request, template, context, status=status)

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -573,6 +573,8 @@ def check_surfaces(world: CircleWorld, step: str, *, full: bool, number: int = 0
                 " ".join(words),
                 limit=query["limit"],
                 query_embedding=embedding,
+                # Random vectors are all far apart: the gate is checked without the relevance cut-off.
+                relevance=retrieval.NO_CUTOFF,
             )
             returned = [str(hit.memory.pk) for hit in hits]
             assert len(returned) == len(set(returned)), where
@@ -640,7 +642,9 @@ def check_api(world: CircleWorld, step: str) -> None:
                 findable = oracle.text_matches(allowed, query["words"]) | {
                     memory_id for memory_id, _ in oracle.nearest(allowed, embedding)
                 }
-                found = api.get(url, {"q": " ".join(query["words"]), "limit": retrieval.MAX_LIMIT})
+                # Meaning alone always relevant (any similarity): the gate without the cut-off.
+                with override_settings(RELEVANCE_MIN_SIMILARITY=-1.0):
+                    found = api.get(url, {"q": " ".join(query["words"]), "limit": retrieval.MAX_LIMIT})
                 assert found.status_code == 200, where
                 assert {row["id"] for row in found.json()["results"]} == findable, where
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from memories import retrieval
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryParticipant
-from memories.retrieval import memory_related, memory_search, memory_similar
+from memories.retrieval import NO_CUTOFF, memory_related, memory_search, memory_similar
 from memories.selectors import MemoryFilters
 from people.models import Person
 from tests.factories import UserFactory
@@ -222,6 +222,8 @@ def check_world(spec: dict, query: dict) -> None:
 
         # memory_search: never anything outside the candidates; with a limit covering
         # the world, exactly the findable ones; otherwise as many as asked (or all).
+        # Without the relevance cut-off (random vectors are all far apart): this checks
+        # the gate; tests/memories/test_relevance.py checks that the cut-off only removes.
         hits = memory_search(
             owner,
             " ".join(words),
@@ -229,6 +231,7 @@ def check_world(spec: dict, query: dict) -> None:
             limit=limit,
             filters=filters,
             query_embedding=embedding,
+            relevance=NO_CUTOFF,
         )
         returned = [str(hit.memory.pk) for hit in hits]
         assert len(returned) == len(set(returned))
@@ -241,6 +244,7 @@ def check_world(spec: dict, query: dict) -> None:
             limit=max(world_size, 1),
             filters=filters,
             query_embedding=embedding,
+            relevance=NO_CUTOFF,
         )
         assert {str(hit.memory.pk) for hit in everything} == findable
         if not world.text_matches(candidates, words):

@@ -186,7 +186,13 @@ class Command(BaseCommand):
 
             def run(query):
                 hits = retrieval.circle_memory_search(
-                    circle.pk, viewer, words[next(position)], limit=limit, query_embedding=query
+                    circle.pk,
+                    viewer,
+                    words[next(position)],
+                    limit=limit,
+                    query_embedding=query,
+                    # Random vectors are all far apart: measure the search, not the cut-off.
+                    relevance=retrieval.NO_CUTOFF,
                 )
                 return [hit.memory.pk for hit in hits]
 

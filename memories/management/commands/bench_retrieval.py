@@ -549,6 +549,8 @@ class Command(BaseCommand):
                     respect_consent=respect_consent,
                     limit=limit,
                     query_embedding=query,
+                    # Random vectors are all far apart: measure the search, not the cut-off.
+                    relevance=retrieval.NO_CUTOFF,
                 )
                 return [hit.memory.pk for hit in hits]
 
