@@ -50,9 +50,6 @@
     typing.scrollIntoView({ block: "nearest" });
   };
 
-  const chatFormOf = (form) =>
-    form.matches("form[data-chat-form]") ? form : document.querySelector("form[data-chat-form]");
-
   document.addEventListener("htmx:beforeRequest", (event) => {
     const form = event.detail.elt;
     if (!(form instanceof HTMLFormElement)) return;
@@ -94,15 +91,19 @@
       retry.textContent = "Retry";
       failed.append(text, retry);
       log.append(failed);
-      return;
     }
-    // The circle chat swaps its whole panel: the server rendered the box as it should be.
-    if (source.matches("form[data-chat-form]") && !source.isConnected) return;
-    // A reply that failed (the model did not answer) keeps the question in the box.
+  });
+
+  // A reply swapped into the log (a send or a retry): the box empties, unless the reply
+  // failed, when the question stays there to send again. On the log, not the form: a
+  // retry's form is gone with the failed reply by the time its request ends.
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const log = document.getElementById("chat-log");
+    if (!log || event.detail.target !== log) return;
+    log.querySelectorAll("[data-chat-pending]").forEach((item) => item.remove());
     const last = log.querySelector(".chat-message:last-of-type");
     if (last && last.classList.contains("chat-error")) return;
-    const form = chatFormOf(source);
-    const field = form && form.querySelector("textarea[name=message]");
+    const field = document.querySelector("form[data-chat-form] textarea[name=message]");
     if (field) field.value = "";
   });
 

@@ -61,6 +61,7 @@ def test_pages_run_under_the_policy_without_violations(live_server, browser_page
         reverse("settings"),
         reverse("inbox"),
         reverse("my_consents"),
+        reverse("universe"),
     ]:
         page.goto(base + url)
         page.wait_for_load_state("load")
@@ -79,8 +80,8 @@ def test_pages_run_under_the_policy_without_violations(live_server, browser_page
     page.click("button:has-text('Send')")
     expect(page.locator(".chat-assistant").last).to_be_visible(timeout=60_000)
     expect(page.locator("#id_message")).to_have_value("")
-    # htmx's indicator is hidden by keepsake.css now that htmx injects no <style>.
-    expect(page.locator("#thinking")).to_have_css("opacity", "0")
+    # The typing line static/js/chat.js showed while waiting is gone once the reply is in.
+    expect(page.locator(".chat-typing")).to_have_count(0)
     assert page.evaluate("window.__cspViolations") == []
 
     # Swagger UI renders from the sidecar's static files and a script URL.
