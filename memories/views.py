@@ -391,6 +391,7 @@ def _created_over_htmx(request: HttpRequest, saved: _Saved) -> HttpResponse:
     context = {
         **listing,
         **_quick_add_context(request, day=day),
+        "day": day,
         "return_query": listing["return_query"],
         "new_memory_id": memory.pk,
         "saved_message": _saved_message(saved.form, memory),

@@ -35,6 +35,7 @@ def test_signup_add_person_and_memory_then_granting_consent_clears_the_badge(
     # Add a memory with Bob from the timeline's quick-add form (htmx, in place).
     page.click("nav >> text=Timeline")
     # An empty memory is refused in place, with the error shown and nothing saved.
+    page.click("summary:has-text('More')")
     page.select_option("#id_people-0-person", label="Bob")
     page.click("button:has-text('Save memory')")
     expect(page.locator("#quick-add")).to_contain_text("Write something: a memory needs a body.")
