@@ -25,6 +25,11 @@ M is shared into C, O and V are current members of C, and either V is O, or
 A set of viewers sees what every one of them may see, where nobody reads alone
 when the set has more than one viewer. Expiry and supersession do not hide
 anything from members.
+
+Policy for a circle's agent (SPEC §4 "Several viewers", "Agent-to-agent"): what the
+circle's viewer-set rule allows, where the shared chat counts as read by several
+(never alone, whatever its size) and a private chat or a member's agent as that
+member alone, minus expired and superseded memories (as for the owner's agents).
 """
 
 from __future__ import annotations
@@ -115,8 +120,12 @@ class OracleWorld:
         source_consented = (
             memory.source_person is None or self.people[memory.source_person].consent_status == GRANTED
         )
-        alive = memory.expires_at is None or memory.expires_at > now
-        return everyone_consented and source_consented and alive and memory.superseded_by is None
+        return everyone_consented and source_consented and self.alive_for_agents(memory, now=now)
+
+    @staticmethod
+    def alive_for_agents(memory: OracleMemory, *, now: datetime) -> bool:
+        """Not expired and not superseded: what agents may still use (the owner and members keep the rest)."""
+        return (memory.expires_at is None or memory.expires_at > now) and memory.superseded_by is None
 
     def visible(
         self,
@@ -185,6 +194,28 @@ class OracleWorld:
             memory.id
             for memory in self.memories.values()
             if all(self.circle_may_see(memory, circle, viewer, alone=alone) for viewer in viewers)
+        }
+
+    def circle_agent_visible(
+        self, circle_id: str, viewers: Iterable[str], *, read_by_several: bool, now: datetime
+    ) -> set[str]:
+        """Ids of the memories a circle's agent may put into a reply read by `viewers`.
+
+        The circle's shared chat is read by every current member and by whoever joins
+        later (read_by_several: nobody reads alone, even a circle of one); a private
+        chat, or a member's own agent reading the circle (A2A), is that one viewer
+        alone. Agents never use expired or superseded memories.
+        """
+        viewers = set(viewers)
+        circle = self.circles.get(circle_id)
+        if circle is None or not viewers:
+            return set()
+        alone = len(viewers) == 1 and not read_by_several
+        return {
+            memory.id
+            for memory in self.memories.values()
+            if self.alive_for_agents(memory, now=now)
+            and all(self.circle_may_see(memory, circle, viewer, alone=alone) for viewer in viewers)
         }
 
     # --- what searches should return ---------------------------------------------
