@@ -70,6 +70,8 @@ from circles.services import (
     memory_share,
     memory_unshare,
 )
+from config.api_inputs import StrictCharField
+from config.limits import API_MAX_OFFSET
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.retrieval import MAX_LIMIT, circle_memory_search
 from memories.selectors import memory_get
@@ -77,10 +79,6 @@ from people.apis import ConsentEventOutputSerializer
 from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus, ConsentSurface
 from people.selectors import person_get
 from people.services import audience_validate, person_set_consent
-
-# Deep offsets are refused with a 400 rather than handed to PostgreSQL (which
-# would fail past bigint, and crawl long before).
-MAX_OFFSET = 1_000_000
 
 NOT_FOUND = error_response(
     "Unknown, or not visible to the caller (not a member, another person's, or an agent token): "
@@ -216,8 +214,8 @@ class CircleListApi(APIView):
     permission_classes = PERMISSIONS
 
     class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=CIRCLE_NAME_MAX_LENGTH)
-        description = serializers.CharField(
+        name = StrictCharField(max_length=CIRCLE_NAME_MAX_LENGTH)
+        description = StrictCharField(
             max_length=CIRCLE_DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False, default=""
         )
 
@@ -260,8 +258,8 @@ class CircleDetailApi(APIView):
     permission_classes = PERMISSIONS
 
     class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=CIRCLE_NAME_MAX_LENGTH, required=False)
-        description = serializers.CharField(
+        name = StrictCharField(max_length=CIRCLE_NAME_MAX_LENGTH, required=False)
+        description = StrictCharField(
             max_length=CIRCLE_DESCRIPTION_MAX_LENGTH, allow_blank=True, required=False
         )
 
@@ -572,7 +570,7 @@ class CircleMemoryListApi(APIView):
     permission_classes = A2A_PERMISSIONS
 
     class FilterSerializer(serializers.Serializer):
-        q = serializers.CharField(
+        q = StrictCharField(
             max_length=1000,
             required=False,
             allow_blank=True,
@@ -581,7 +579,7 @@ class CircleMemoryListApi(APIView):
         )
         limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=20)
         offset = serializers.IntegerField(
-            min_value=0, max_value=MAX_OFFSET, default=0, help_text="Timeline only."
+            min_value=0, max_value=API_MAX_OFFSET, default=0, help_text="Timeline only."
         )
 
         class Meta:
@@ -809,11 +807,11 @@ class PersonAudienceConsentsApi(APIView):
     permission_classes = PERMISSIONS
 
     class InputSerializer(serializers.Serializer):
-        audience = serializers.CharField(
+        audience = StrictCharField(
             max_length=100, help_text="`agents`, or `circle:<circle id>` for a circle I belong to."
         )
         status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
 
         class Meta:
             ref_name = "AudienceConsentChange"

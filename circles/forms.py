@@ -5,6 +5,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from circles.models import CIRCLE_DESCRIPTION_MAX_LENGTH, CIRCLE_NAME_MAX_LENGTH
 from circles.services import INVITE_DEFAULT_DAYS
+from config.limits import MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.models import Sensitivity
 from people.models import Person
 
@@ -62,11 +63,13 @@ CIRCLE_SENSITIVITY_CHOICES = [
 class CircleMemoryForm(forms.Form):
     """A memory written from a circle's page: saved in the writer's journal, shared into the circle."""
 
+    # The same limits as the journal's own memory form and the API (config/limits.py).
     body = forms.CharField(
+        max_length=MEMORY_BODY_MAX_LENGTH,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "What happened? What should they remember?"}),
         error_messages={"required": "Write something: a memory needs a body."},
     )
-    title = forms.CharField(max_length=200, required=False)
+    title = forms.CharField(max_length=MEMORY_TITLE_MAX_LENGTH, required=False)
     sensitivity = forms.ChoiceField(
         label="Who in the circle sees it",
         choices=CIRCLE_SENSITIVITY_CHOICES,

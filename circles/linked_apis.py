@@ -29,6 +29,7 @@ from circles.selectors import (
     linked_person_audiences,
     linked_person_get,
 )
+from config.api_inputs import StrictCharField
 from people.apis import LINK_PERMISSIONS, ConsentEventOutputSerializer
 from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
 from people.selectors import person_get
@@ -137,11 +138,11 @@ class MyConsentsApi(APIView):
 
     class InputSerializer(serializers.Serializer):
         person = serializers.UUIDField(help_text="The entry about you (from GET me/consents/).")
-        audience = serializers.CharField(
+        audience = StrictCharField(
             max_length=100, help_text="`agents`, or `circle:<circle id>` for one of the owner's circles."
         )
         status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = serializers.CharField(allow_blank=True, max_length=2000, required=False, default="")
+        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
 
         class Meta:
             ref_name = "MyConsentChange"

@@ -30,6 +30,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from circles import selectors, services
 from circles.forms import CircleForm, CircleMemoryForm, InviteForm
 from circles.models import Circle, MembershipRole
+from config.limits import MAX_PAGE
 from memories.models import Memory
 from memories.retrieval import circle_memory_search
 from memories.selectors import memory_get
@@ -42,7 +43,6 @@ from people.services import person_set_consent
 from people.views import _person_context as person_page_context
 
 PAGE_SIZE = 25
-MAX_PAGE = 1_000_000
 SEARCH_LIMIT = 30
 MAX_QUERY_LENGTH = 500
 INVITES_SHOWN = 20
@@ -177,14 +177,14 @@ def circle_search(request: HttpRequest, circle_id) -> HttpResponse:
     template = "circles/circle_detail.html" + ("#circle-memories" if request.htmx else "")
     if not query:
         return render(request, template, _circle_context(request, circle))
+    search_error = ""
     if len(query) > MAX_QUERY_LENGTH:
-        context = _circle_context(
-            request,
-            circle,
-            timeline=False,
-            query=query,
-            search_error=f"Search text is too long: {MAX_QUERY_LENGTH} characters at most.",
-        )
+        search_error = f"Search text is too long: {MAX_QUERY_LENGTH} characters at most."
+    elif "\x00" in query:
+        # PostgreSQL cannot compare text holding NUL; no memory could match it anyway.
+        search_error = "Search text cannot contain a NUL character."
+    if search_error:
+        context = _circle_context(request, circle, timeline=False, query=query, search_error=search_error)
         return render(request, template, context, status=400)
     hits = circle_memory_search(circle.pk, [request.user.pk], query, limit=SEARCH_LIMIT)
     memories = [hit.memory for hit in hits]

@@ -17,6 +17,9 @@ PASSWORD_MAX_LENGTH = 1_000
 # Deep offsets are refused with a 400 rather than handed to PostgreSQL (which
 # fails past bigint, and crawls long before).
 API_MAX_OFFSET = 1_000_000
+# The web pages' `?page=` (25 rows a page): past this a page is empty, whatever the
+# journal holds, which also keeps OFFSET inside PostgreSQL's bigint.
+MAX_PAGE = 1_000_000
 # JSON request bodies nested deeper than this are refused before Python's
 # recursion limit is anywhere near; no API input needs more than a few levels.
 JSON_MAX_DEPTH = 32
