@@ -15,6 +15,7 @@ Authentication and the refusal of GET/DELETE happen before this module is import
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -87,11 +88,24 @@ async def _serve(
     return status, headers, b"".join(chunks)
 
 
+def _json_rpc_error(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes | None:
+    """The SDK's plain-text refusal (a missing Content-Type, say) as JSON-RPC; None when already JSON."""
+    content_type = dict(headers).get(b"content-type", b"")
+    if status < 400 or content_type.startswith(b"application/json"):
+        return None
+    message = body.decode("utf-8", "replace").strip() or "Bad request."
+    # The request could not be read as JSON-RPC, so the answer has no id.
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+
+
 def mcp_http_response(request: HttpRequest, *, raw_token: str) -> HttpResponse:
-    """The SDK's answer to an authenticated MCP POST, as a Django response."""
+    """The SDK's answer to an authenticated MCP POST, as a Django response (errors always JSON)."""
     status, headers, body = async_to_sync(_serve)(
         _asgi_scope(request), request.body, McpCall(raw_token=raw_token)
     )
+    error = _json_rpc_error(status, headers, body)
+    if error is not None:
+        return HttpResponse(error, status=status, content_type="application/json")
     response = HttpResponse(body, status=status)
     for name, value in headers:
         response[name.decode("latin-1")] = value.decode("latin-1")

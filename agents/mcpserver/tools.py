@@ -34,6 +34,7 @@ from agents.proposals import (
 )
 from agents.services import access_log_record
 from circles.selectors import memory_privacy_audit
+from config.limits import text_problem
 from insights.services import insight_check
 from memories.models import Memory
 from memories.retrieval import MAX_LIMIT, circle_memory_search, memory_search
@@ -65,12 +66,20 @@ def _check_limit(limit: int, *, name: str = "limit") -> int:
     return limit
 
 
+def _check_storable(value: str, *, name: str) -> None:
+    # PostgreSQL cannot take NUL or an unpaired surrogate: say so, rather than crash the tool.
+    problem = text_problem(value)
+    if problem is not None:
+        raise ToolInputError(f"{name} {problem}")
+
+
 def _check_text(value: str, *, name: str, max_length: int) -> str:
     value = (value or "").strip()
     if not value:
         raise ToolInputError(f"{name} must not be empty.")
     if len(value) > max_length:
         raise ToolInputError(f"{name} is too long (at most {max_length} characters).")
+    _check_storable(value, name=name)
     return value
 
 
@@ -353,6 +362,7 @@ def consent_request(*, token: AccessToken, person_name: str, reason: str = "") -
     person_name = _check_text(person_name, name="person_name", max_length=MAX_NAME_LENGTH)
     if len(reason or "") > MAX_AGENT_REASON_LENGTH:
         raise ToolInputError(f"reason is too long (at most {MAX_AGENT_REASON_LENGTH} characters).")
+    _check_storable(reason or "", name="reason")
     message = consent_request_from_agent(
         agent=token.agent, ask=AgentConsentAsk(person_name=person_name, reason=reason or "")
     )
