@@ -279,7 +279,9 @@ def circle_visible_memories(
     member's agent reading the circle) excludes expired and replaced memories too.
     `read_by_several`: the reply will be read by more than these viewers (a
     circle's shared conversation, which future members read too), so `sensitive`
-    never passes even for a single viewer.
+    never passes even for a single viewer, and the owner's shortcut is narrowed:
+    the owner's own memory still needs its people's consent for the circle and is
+    never `sensitive` there.
     """
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
@@ -324,7 +326,16 @@ def circle_visible_memories(
         if alone:
             allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
         conditions.append(Exists(members.filter(user_id=viewer_id)))
-        conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
+        if read_by_several:
+            # A reply the circle reads (future members too): its audience is the
+            # circle, so the owner's own memory needs its people's consent for the
+            # circle and is never sensitive, or a circle of one would carry the
+            # owner's withheld and sensitive memories into a conversation every
+            # later member reads.
+            owner_may = Q(owner_id=viewer_id, sensitivity__in=[Sensitivity.PUBLIC, Sensitivity.PERSONAL])
+            conditions.append(consented & (owner_may | allowed))
+        else:
+            conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)
 
 

@@ -154,3 +154,27 @@ def test_merge_blocked_across_levels(alice):
         memory_supersede(owner=alice, older=older, newer=newer)
     older.refresh_from_db()
     assert older.superseded_by_id is None
+
+
+def test_a_circle_of_one_shares_nothing_the_owner_alone_may_see_into_its_shared_chat(alice):
+    """The shared chat is read by whoever joins later: owning a memory waives nothing there."""
+    solo = circle_create(owner=alice, name="Solo")
+    carol = person_create(owner=alice, display_name="Carol")
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice, audience=solo.audience)
+    withheld = memory_create(
+        owner=alice,
+        body="lantern evening with Carol",
+        sensitivity="public",
+        participants=[ParticipantSpec(person=carol)],
+    )
+    secret = memory_create(owner=alice, body="lantern and my own diagnosis", sensitivity="sensitive")
+    public = memory_create(owner=alice, body="lantern festival by the harbor", sensitivity="public")
+    for memory in (withheld, secret, public):
+        memory_share(memory=memory, circle=solo, by=alice)
+    person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice, audience=solo.audience)
+
+    shared = found(solo, alice, "lantern", private=False)
+    assert public.pk in shared
+    assert withheld.pk not in shared and secret.pk not in shared
+    # Alice's private chat is hers alone: she may use all of her own.
+    assert {withheld.pk, secret.pk, public.pk} <= found(solo, alice, "lantern", private=True)

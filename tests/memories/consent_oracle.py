@@ -166,13 +166,27 @@ class OracleWorld:
             for person_id, role in memory.participants.items()
         )
 
-    def circle_may_see(self, memory: OracleMemory, circle: OracleCircle, viewer: str, *, alone: bool) -> bool:
+    def circle_may_see(
+        self,
+        memory: OracleMemory,
+        circle: OracleCircle,
+        viewer: str,
+        *,
+        alone: bool,
+        for_others: bool = False,
+    ) -> bool:
+        """`for_others`: what the viewer sees will be read by the circle (its shared chat,
+        future members too): the owner's own memory then needs its people's consent for
+        the circle and must not be sensitive."""
         if (memory.id, circle.id) not in self.shares:
             return False
         if memory.owner not in circle.members or viewer not in circle.members:
             return False
         if viewer == memory.owner:
-            return True
+            if not for_others:
+                return True
+            if not self.circle_blockers(memory, circle) and memory.sensitivity in ("public", "personal"):
+                return True
         if self.circle_blockers(memory, circle):
             return False
         if memory.sensitivity == "public":
@@ -215,7 +229,10 @@ class OracleWorld:
             memory.id
             for memory in self.memories.values()
             if self.alive_for_agents(memory, now=now)
-            and all(self.circle_may_see(memory, circle, viewer, alone=alone) for viewer in viewers)
+            and all(
+                self.circle_may_see(memory, circle, viewer, alone=alone, for_others=read_by_several)
+                for viewer in viewers
+            )
         }
 
     # --- what searches should return ---------------------------------------------
