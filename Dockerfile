@@ -18,6 +18,10 @@ COPY . .
 # collectstatic needs a key but no database.
 RUN SECRET_KEY=build-only python manage.py collectstatic --no-input
 
+# Named volumes take the ownership of the directory they are mounted on: make the
+# backups and photos directories the app user's, or it could not write to them.
+RUN mkdir -p /backups /media && chown keepsake:keepsake /backups /media
+
 USER keepsake
 EXPOSE 8000
 CMD ["gunicorn", "config.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

@@ -116,3 +116,15 @@ def test_debug_is_off_unless_asked_for():
             timeout=60,
         )
         assert result.stdout.strip().splitlines()[-1] == expected, result.stderr
+
+
+def test_compose_keeps_photos_and_backups_in_volumes_the_app_user_can_write():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert compose["x-app-environment"]["MEDIA_ROOT"] == "/media"
+    for name in ("web", "worker"):
+        assert "media:/media" in services[name]["volumes"], name
+    assert {"media", "backups"} <= set(compose["volumes"])
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "chown keepsake:keepsake /backups /media" in dockerfile
+    assert dockerfile.index("chown keepsake") < dockerfile.index("USER keepsake")
