@@ -19,6 +19,13 @@ install: $(STAMP) vendor
 # static/vendor/ (no CDN); axe-core only for the accessibility tests. Built, never committed.
 VENDOR := static/vendor/cytoscape.min.js tests/browser/vendor/axe.min.js
 $(VENDOR) &: package.json package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
+	  else \
+	    echo "Front-end libraries come from npm: sudo apt-get install -y nodejs npm"; exit 1; \
+	  fi; \
+	fi
 	npm ci --no-audit --no-fund --ignore-scripts
 	mkdir -p static/vendor tests/browser/vendor
 	cp node_modules/cytoscape/dist/cytoscape.min.js static/vendor/cytoscape.min.js

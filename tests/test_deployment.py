@@ -128,3 +128,16 @@ def test_compose_keeps_photos_and_backups_in_volumes_the_app_user_can_write():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "chown keepsake:keepsake /backups /media" in dockerfile
     assert dockerfile.index("chown keepsake") < dockerfile.index("USER keepsake")
+
+
+def test_the_image_builds_the_front_end_libraries_from_npm_before_collecting_static_files():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "FROM node:20-slim AS vendor" in dockerfile
+    assert "npm ci" in dockerfile
+    copied = dockerfile.index("COPY --from=vendor /vendor/static/vendor/ static/vendor/")
+    assert copied < dockerfile.index("collectstatic")
+    # The same files `make vendor` serves locally.
+    makefile = (ROOT / "Makefile").read_text()
+    assert "cytoscape/dist/cytoscape.min.js static/vendor/cytoscape.min.js" in makefile
+    assert "cytoscape/dist/cytoscape.min.js static/vendor/cytoscape.min.js" in dockerfile
+    assert "node_modules" in (ROOT / ".dockerignore").read_text()
