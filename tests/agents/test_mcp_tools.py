@@ -15,16 +15,17 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accounts.models import TokenKind
 from accounts.services import access_token_authenticate, access_token_create, user_signup
 from agents.mcpserver import tools
-from agents.models import AccessLog, AccessSurface, Agent
+from agents.models import AccessLog, AccessSurface
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
+from tests.agents.roles import AGENT_ROLES, PER_ROLE_EXAMPLES, agent_with_role
 
 STATUSES = [ConsentStatus.GRANTED, ConsentStatus.PENDING, ConsentStatus.REVOKED]
 START = datetime(2024, 1, 1, 12, tzinfo=UTC)
@@ -52,7 +53,7 @@ def _may_agents_see(memory: dict, statuses: list[str]) -> bool:
     return all(statuses[index] == ConsentStatus.GRANTED for index in involved)
 
 
-def _build(world: dict):
+def _build(world: dict, agent_role: str):
     owner = user_signup(username=f"owner-{uuid.uuid4().hex[:12]}", password="correct horse battery")
     people = []
     for index, status in enumerate(world["people"]):
@@ -81,23 +82,25 @@ def _build(world: dict):
             participants=[ParticipantSpec(person=people[index]) for index in sorted(spec["people"])],
         )
         memories.append((memory, spec))
-    agent = Agent.objects.get(owner=owner, name="Reviewer")
+    agent = agent_with_role(owner=owner, role=agent_role)
     _token, raw_token = access_token_create(owner=owner, kind=TokenKind.AGENT, agent=agent)
     token = access_token_authenticate(raw_token=raw_token)
     visible = {str(memory.pk) for memory, spec in memories if _may_agents_see(spec, statuses)}
     return owner, people, statuses, memories, token, visible
 
 
-def _logged(owner) -> list[str]:
+def _logged(owner, agent) -> list[str]:
     rows = AccessLog.objects.filter(owner=owner)
-    assert all(row.surface == AccessSurface.MCP and row.agent.name == "Reviewer" for row in rows)
+    assert all(row.surface == AccessSurface.MCP and row.agent_id == agent.pk for row in rows)
     return sorted(str(row.memory_id) for row in rows)
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("agent_role", AGENT_ROLES)
+@settings(max_examples=PER_ROLE_EXAMPLES)
 @given(world=worlds)
-def test_every_tool_hands_out_exactly_what_the_policy_allows(world):
-    owner, people, statuses, memories, token, visible = _build(world)
+def test_every_tool_hands_out_exactly_what_the_policy_allows(agent_role, world):
+    owner, people, statuses, memories, token, visible = _build(world, agent_role)
     handed_out: list[str] = []
 
     found = tools.search_memories(token=token, query="quokka story", limit=100)
@@ -146,4 +149,4 @@ def test_every_tool_hands_out_exactly_what_the_policy_allows(world):
     for index, person in enumerate(people):
         if statuses[index] != ConsentStatus.GRANTED:
             assert person.display_name not in everything
-    assert _logged(owner) == sorted(handed_out)
+    assert _logged(owner, token.agent) == sorted(handed_out)

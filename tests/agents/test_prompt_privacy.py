@@ -22,16 +22,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
 from django.db import transaction
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from accounts.services import user_signup
-from agents.models import AccessLog, Agent
+from agents.models import AccessLog
 from agents.services import chat_turn
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_create, person_set_consent
+from tests.agents.roles import AGENT_ROLES, PER_ROLE_EXAMPLES, agent_with_role
 
 VOCABULARY = ["garden", "violin", "harbour", "lantern", "orchard", "bicycle", "kitchen"]
 # Consonants only: a random token can never be an English word in the fixed prompt text.
@@ -153,13 +155,15 @@ def _build(plan: WorldPlan):
     return owner, memories
 
 
-def test_no_prompt_ever_holds_a_gated_memory_or_a_non_consenting_persons_name(db, llm_stub):
+@pytest.mark.parametrize("agent_role", AGENT_ROLES)
+def test_no_prompt_ever_holds_a_gated_memory_or_a_non_consenting_persons_name(db, llm_stub, agent_role):
+    @settings(max_examples=PER_ROLE_EXAMPLES)
     @given(plan=worlds())
     def check(plan: WorldPlan) -> None:
         with transaction.atomic():
             llm_stub.requests.clear()
             owner, memories = _build(plan)
-            agent = Agent.objects.get(owner=owner, name="Reviewer")
+            agent = agent_with_role(owner=owner, role=agent_role)
             conversation = None
             asked: list[str] = []
             for words, asked_by_agent in zip(plan.questions, plan.asked_by_agent, strict=True):

@@ -21,7 +21,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from accounts.models import TokenKind
@@ -32,6 +32,7 @@ from memories.models import EMBEDDING_DIMENSIONS, Memory
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_create, person_set_consent, person_update
+from tests.agents.roles import AGENT_ROLES, PER_ROLE_EXAMPLES, agent_with_role
 from tests.api.conftest import ApiClient
 from tests.memories.consent_oracle import OracleMemory, OraclePerson, OracleWorld
 
@@ -327,7 +328,7 @@ class Built:
     raw_token: str
 
 
-def _build(plan: Plan) -> Built:
+def _build(plan: Plan, agent_role: str) -> Built:
     owner = user_signup(username="side-channels", password="correct horse battery")
     me = Person.objects.get(owner=owner, is_self=True)
     if plan.self_consent != ConsentStatus.GRANTED:
@@ -366,7 +367,7 @@ def _build(plan: Plan) -> Built:
             participants={str(person.pk): "subject" for person in participants},
             source_person=None if source is None else str(source.pk),
         )
-    agent = Agent.objects.get(owner=owner, name="Caregiver")
+    agent = agent_with_role(owner=owner, role=agent_role)
     _, raw_token = access_token_create(owner=owner, kind=TokenKind.AGENT, agent=agent)
     return Built(owner, oracle, people, memories, agent, raw_token)
 
@@ -466,16 +467,20 @@ def _stand_in_embedding(text: str) -> list[float]:
     return [1.0] + [0.0] * (EMBEDDING_DIMENSIONS - 1)
 
 
-def test_every_agent_surface_answers_as_if_what_it_may_not_see_did_not_exist(db, llm_stub, monkeypatch):
+@pytest.mark.parametrize("agent_role", AGENT_ROLES)
+def test_every_agent_surface_answers_as_if_what_it_may_not_see_did_not_exist(
+    db, llm_stub, monkeypatch, agent_role
+):
     # Nothing in these worlds is embedded, so what a question means cannot change any
     # answer: a fixed stand-in for the model keeps a world to a second on a busy CPU,
     # where the real one takes about a second per question (the named tests above use it).
     monkeypatch.setattr("memories.embeddings.embed_text", _stand_in_embedding)
 
+    @settings(max_examples=PER_ROLE_EXAMPLES)
     @given(plan=plans())
     def check(plan: Plan) -> None:
         with transaction.atomic():
-            built = _build(plan)
+            built = _build(plan, agent_role)
             withheld = _everything_an_agent_receives(built, plan, llm_stub)
             _check_against_the_oracle(built, withheld)
 

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from accounts.models import TokenKind
 from accounts.services import access_token_create, user_signup
-from agents.models import Agent
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
 from people.models import Person
+from tests.agents.roles import AGENT_ROLES, PER_ROLE_EXAMPLES, agent_with_role
 from tests.api.conftest import ApiClient
 from tests.memories.consent_oracle import OracleMemory, OraclePerson, OracleWorld
 
@@ -65,7 +65,7 @@ def _vector(seed: int) -> list[float]:
     return [rng.uniform(-1, 1) for _ in range(8)] + [0.0] * (EMBEDDING_DIMENSIONS - 8)
 
 
-def _build(spec: dict):
+def _build(spec: dict, agent_role: str):
     """Write the world to the database and describe it to the oracle."""
     now = timezone.now()
     alice = user_signup(username="prop-alice", password="correct horse battery")
@@ -121,7 +121,7 @@ def _build(spec: dict):
                 oracle.memories[str(memory.pk)].superseded_by = str(newer.pk)
     # A stranger's memory that every gate would pass: it must still never appear.
     Memory.objects.create(owner=stranger, body=" ".join(VOCABULARY), embedding=_vector(1), embedded_at=now)
-    agent = Agent.objects.get(owner=alice, name="Caregiver")
+    agent = agent_with_role(owner=alice, role=agent_role)
     _, token = access_token_create(owner=alice, kind=TokenKind.AGENT, agent=agent)
     return alice, people, oracle, ApiClient(Client(), token)
 
@@ -166,11 +166,15 @@ def _check_agent_sees_only_what_the_oracle_allows(
     assert oracle.text_matches(allowed_memories, query) <= returned
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("agent_role", AGENT_ROLES)
+@settings(
+    max_examples=PER_ROLE_EXAMPLES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(spec=world_spec)
-def test_agent_token_never_receives_a_memory_the_policy_forbids(db, spec) -> None:
+def test_agent_token_never_receives_a_memory_the_policy_forbids(db, agent_role, spec) -> None:
     with transaction.atomic():
-        alice, people, oracle, api = _build(spec)
+        alice, people, oracle, api = _build(spec, agent_role)
 
         # Search embeds its query with the real model (slow on a busy CPU): searched once per
         # world, after the consent change, where a stale answer would show.
