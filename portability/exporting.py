@@ -4,9 +4,11 @@ Rows are serialised field by field from the model's metadata, so a field added
 to a model later is exported without anyone remembering to add it here. Three
 kinds of field are never exported: vectors of every kind (full or half
 precision: embeddings and the gate's copies of them) and other generated
-columns (derived, and large), the `owner` column (it is always the exporting account),
-and anything that looks like a secret (hashes, salts, passwords) — matched by
-name, so a future secret column is left out rather than leaked.
+columns (derived, and large), files (a person's photo: a path on this server,
+meaningless elsewhere; the picture itself is not in the JSON export), the `owner`
+column (it is always the exporting account), and anything that looks like a
+secret (hashes, salts, passwords) — matched by name, so a future secret column is
+left out rather than leaked.
 
 References to users are written as usernames: an id from another installation
 means nothing, and a user id is not the owner's data.
@@ -34,7 +36,7 @@ FRAMEWORK_APPS = {"admin", "auth", "contenttypes", "sessions", "messages", "stat
 def exportable_fields(model: type[models.Model]) -> list[models.Field]:
     fields = []
     for field in model._meta.concrete_fields:
-        if isinstance(field, VECTOR_FIELDS | models.GeneratedField):
+        if isinstance(field, VECTOR_FIELDS | models.GeneratedField | models.FileField):
             continue
         if field.name == "owner" or SECRET_FIELD.search(field.name):
             continue
