@@ -18,6 +18,7 @@ from accounts.models import TokenKind
 from accounts.selectors import access_token_get, access_token_list
 from accounts.services import access_token_create, access_token_revoke
 from agents.selectors import agent_list
+from config.api_inputs import StrictCharField
 
 PERMISSIONS = [*APIView.permission_classes, SessionOnly]
 SESSION_ONLY = error_response("Tokens are managed from a signed-in session, not with a bearer token.")
@@ -47,7 +48,7 @@ class TokenListApi(APIView):
         agent = serializers.UUIDField(
             required=False, allow_null=True, default=None, help_text="Required for agent tokens."
         )
-        name = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+        name = StrictCharField(max_length=100, allow_blank=True, required=False, default="")
 
         class Meta:
             ref_name = "AccessTokenCreate"

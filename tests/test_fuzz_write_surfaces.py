@@ -348,9 +348,8 @@ def _consent_fields(w: World) -> dict[str, list[Any]]:
     return {"status": ["granted", "revoked", "pending"], "reason": ["Asked in person."]}
 
 
-# accounts/apis.py (TokenListApi) still takes `name` with a plain CharField: 12345 becomes
-# "12345". Left to the accounts work; the sweep below expects it to fail (strict xfail).
-KNOWN_COERCING = {("token create", "name")}
+# Text fields known to coerce numbers into text (none now: the tokens' name is strict too).
+KNOWN_COERCING: set[tuple[str, str]] = set()
 MEMORY_TEXT = ("title", "body")
 PERSON_TEXT = ("display_name", "aliases", "notes")
 API_SURFACES = [
@@ -534,18 +533,9 @@ def _text_values(body: bytes, names: tuple[str, ...]) -> list[tuple[str, Any]]:
 BAD_TEXT = ["\x00", "Tea\x00time", "\ud800", "x" * 60_001, 12345, 1e308, True, ["x"], _nested(40)]
 
 
-TOKEN_NAME_COERCED = pytest.mark.xfail(
-    strict=True, reason="tokens/ coerces a number into the token's name (accounts/apis.py, not yet strict)"
-)
-
-
 @pytest.mark.parametrize(
     "surface",
-    [
-        pytest.param(surface, marks=TOKEN_NAME_COERCED) if surface.name == "token create" else surface
-        for surface in API_SURFACES
-        if surface.text_fields
-    ],
+    [surface for surface in API_SURFACES if surface.text_fields],
     ids=lambda surface: surface.name,
 )
 def test_api_every_text_field_refuses_every_bad_text(world, surface) -> None:
