@@ -303,6 +303,12 @@ def _repoint_other_references(*, duplicate: Memory, keeper: Memory) -> None:
         for row_id in model._base_manager.filter(**{field: duplicate}).values_list("pk", flat=True):
             try:
                 with transaction.atomic():
+                    # The access log is append-only in the database; this merge is the
+                    # one move its trigger allows (agents 0006), for this memory only.
+                    with connection.cursor() as cursor:
+                        cursor.execute(
+                            "SELECT set_config('keepsake.merging_memory', %s, true)", [str(duplicate.pk)]
+                        )
                     model._base_manager.filter(pk=row_id).update(**{field: keeper})
             except IntegrityError:
                 pass
