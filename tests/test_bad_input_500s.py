@@ -6,6 +6,7 @@ From the hardening issue "Every bad input is a clear 4xx and changes nothing".
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -184,7 +185,13 @@ def test_nul_in_web_search_is_400(alice_client, memory) -> None:
 
 
 def test_nul_in_replaces_picker_search_is_treated_as_absent(alice_client, memory) -> None:
-    older = memory_create(owner=memory.owner, body="An older walk by the river.", kind="knowledge")
+    # The picker offers only memories older than the one being edited.
+    older = memory_create(
+        owner=memory.owner,
+        body="An older walk by the river.",
+        kind="knowledge",
+        occurred_at=memory.occurred_at - timedelta(days=1),
+    )
     response = alice_client.get(f"/memories/{memory.pk}/replaces/", {"q": "\x00river"})
     assert response.status_code == 200
     assert str(older.pk) in response.content.decode()
