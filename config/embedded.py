@@ -296,6 +296,34 @@ def _manage(*args: str) -> None:
     subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=True)
 
 
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now (for servers started by benches and tests)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_serving(port: int, process: subprocess.Popen, timeout: float) -> str | None:
+    """Wait until the web server on `port` answers the login page below 500.
+
+    None once it does; otherwise why not: "exited" (the process ended) or "timeout".
+    """
+    import http.client
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return "exited"
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/accounts/login/")
+            if connection.getresponse().status < 500:
+                return None
+        except OSError:
+            time.sleep(0.5)
+    return "timeout"
+
+
 def web_command(host: str, *, access_log: bool = True) -> list[str]:
     """The web server `make run` starts (bench_load measures the same one).
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,15 +24,9 @@ from config import embedded
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.skipif(bool(os.environ.get("DATABASE_URL")), reason="exercises the embedded services")
 def test_run_serves_the_app_and_ctrl_c_stops_every_process():
-    port = _free_port()
+    port = embedded.free_port()
     environment = dict(os.environ)
     environment["KEEPSAKE_HOST"] = f"127.0.0.1:{port}"
     # Its own broker database: this worker must not take anyone else's tasks.

@@ -27,6 +27,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from config.celery import app as celery_app
+from config.embedded import free_port
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -48,12 +49,6 @@ def wait_until(
             found = f" Found: {state()}." if state is not None else ""
             raise AssertionError(f"Timed out after {timeout:.0f}s waiting for {what}.{found}")
         time.sleep(0.2)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Valkey:

@@ -29,7 +29,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.faults.conftest import BASE_DIR, free_port, wait_until
+from config.embedded import free_port
+from tests.faults.conftest import BASE_DIR, wait_until
 
 # django_db: without it pytest-django sets up no test database, and the copy below
 # would be of the development database.

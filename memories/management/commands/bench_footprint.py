@@ -11,10 +11,8 @@ the stack really holds; RSS counts shared pages once per process.
 
 from __future__ import annotations
 
-import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +21,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from config.embedded import free_port, wait_until_serving
 from memories.management.commands.bench_retrieval import _load
 
 MIB = 1024 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
@@ -116,7 +109,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         if options["settle"] <= 0 or options["timeout"] <= 0:
             raise CommandError("--settle and --timeout must be positive.")
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "KEEPSAKE_HOST": f"127.0.0.1:{port}"}
         stack = subprocess.Popen(
             [sys.executable, "-m", "config.embedded", "run"],
@@ -127,7 +120,11 @@ class Command(BaseCommand):
             start_new_session=True,
         )
         try:
-            self._wait_until_serving(port, stack, options["timeout"])
+            why = wait_until_serving(port, stack, options["timeout"])
+            if why == "exited":
+                raise CommandError("The stack exited before serving (see `make run`).")
+            if why == "timeout":
+                raise CommandError("The web server did not answer in time.")
             own = self._settle(stack.pid, options["settle"], options["timeout"])
             self._report(own)
         finally:
@@ -136,20 +133,6 @@ class Command(BaseCommand):
                 stack.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(stack.pid, signal.SIGKILL)
-
-    def _wait_until_serving(self, port: int, stack: subprocess.Popen, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if stack.poll() is not None:
-                raise CommandError("The stack exited before serving (see `make run`).")
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                connection.request("GET", "/accounts/login/")
-                if connection.getresponse().status < 500:
-                    return
-            except OSError:
-                time.sleep(0.5)
-        raise CommandError("The web server did not answer in time.")
 
     def _settle(self, root: int, settle: float, timeout: float) -> dict[int, tuple[str, int, int]]:
         """Wait until the stack's total RSS stays within 1% for `settle` seconds; then measure."""

@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import random
-import socket
 import subprocess
 import threading
 import time
@@ -39,7 +38,7 @@ from accounts.models import AccessToken, TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import agent_create_builtins
-from config.embedded import web_command
+from config.embedded import free_port, wait_until_serving, web_command
 from memories.management.commands.bench_retrieval import Text, _BulkLoad, _load, _percentile, _seed_owner
 from memories.models import Memory
 from people.models import ConsentStatus, Person
@@ -65,12 +64,6 @@ def _database_url() -> str:
         # django-environ passes ?host= on to the driver, which takes a socket directory there.
         return f"postgres://{credentials}@:{db['PORT'] or 5432}/{db['NAME']}?host={host}"
     return f"postgres://{credentials}@{host}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class _StubLLM(BaseHTTPRequestHandler):
@@ -223,25 +216,19 @@ class Command(BaseCommand):
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while time.monotonic() < deadline:
-            if server.poll() is not None:
-                raise CommandError(f"The web server exited: {server.stderr.read()[-2000:]}")
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                connection.request("GET", "/accounts/login/")
-                if connection.getresponse().status < 500:
-                    return server
-            except OSError:
-                time.sleep(0.5)
-        server.terminate()
-        raise CommandError("The web server did not answer within two minutes.")
+        why = wait_until_serving(port, server, SERVER_START_TIMEOUT)
+        if why == "exited":
+            raise CommandError(f"The web server exited: {server.stderr.read()[-2000:]}")
+        if why == "timeout":
+            server.terminate()
+            raise CommandError("The web server did not answer within two minutes.")
+        return server
 
     def _run(self, options: dict) -> None:
         owner_token, agent_token, agent_id, text = self._prepare(options)
         llm = ThreadingHTTPServer(("127.0.0.1", 0), _StubLLM)
         threading.Thread(target=llm.serve_forever, daemon=True).start()
-        port = _free_port()
+        port = free_port()
         self.stdout.write(f"Starting the web server on 127.0.0.1:{port} (gunicorn, as `make run`)…")
         server = self._start_server(port, llm.server_address[1])
         latencies: dict[str, list[float]] = defaultdict(list)
