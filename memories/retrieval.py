@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
+from django.contrib.postgres.search import SearchHeadline, SearchQuery
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import (
@@ -124,6 +124,10 @@ EXACT_CANDIDATES_MAX = 2_000
 # How many of the nearest open memories (by the half-precision copy) the exact
 # path re-ranks at full precision and passes through the gate, per result asked.
 EXACT_CANDIDATES_OVERFETCH = 4
+# The full-text side ranks at most this many of the memories a query matches
+# (see _text_matches): queries that match more are too broad for ts_rank to
+# tell them apart usefully, and reading that many text vectors is what costs.
+TEXT_CANDIDATES_MAX = 2_000
 
 
 @dataclass(frozen=True)
@@ -596,17 +600,68 @@ def _nearest_neighbours(
 # --- full-text side ----------------------------------------------------------------
 
 
-def _text_matches(scope: QuerySet[Memory], query: str, fetch: int) -> list[tuple[uuid.UUID, float]]:
-    # websearch syntax: plain words are ANDed, "quoted phrases" and -exclusions work,
-    # and no user input can make the tsquery parser raise.
-    tsquery = SearchQuery(query, config="english", search_type="websearch")
-    rows = (
-        scope.filter(search_vector=tsquery)
-        .annotate(rank=SearchRank(F("search_vector"), tsquery))
-        .order_by("-rank", "-occurred_at", "pk")
-        .values_list("pk", "rank")[:fetch]
+def _text_matches(
+    scope: QuerySet[Memory],
+    query: str,
+    fetch: int,
+    *,
+    candidates: QuerySet[Memory],
+    embedding: Sequence[float] | None = None,
+) -> list[tuple[uuid.UUID, float, float | None]]:
+    """The `fetch` best full-text matches that pass `scope`: [(id, ts_rank, cosine distance or None)].
+
+    One statement, bounded whatever the query matches:
+    1. `candidates` (a cheap superset of `scope` without the gate: the owner's
+       memories and the filters, or a circle's shares) matching the query, read
+       from the GIN index, at most TEXT_CANDIDATES_MAX of them: a query so broad
+       that it matches more (one common word) ranks only that many, because
+       reading and ranking tens of thousands of text vectors is what made the
+       full-text side slow (70 ms p95 at 100k);
+    2. ranked by ts_rank, best first;
+    3. each probed against `scope` (the gate: the compiled queryset, a LATERAL
+       subquery per candidate) in rank order, stopping at `fetch` that pass, so
+       the gate runs for the few that win rather than for every match.
+    The distance to `embedding` (for the relevance cut-off and the fusion) is
+    read for the passing rows only. websearch syntax: plain words are ANDed,
+    "quoted phrases" and -exclusions work, and no input makes the parser raise.
+    """
+    candidate_sql, candidate_params = (
+        candidates.order_by().values_list("pk", "search_vector", "occurred_at").query.sql_with_params()
     )
-    return list(rows)
+    visible_sql, visible_params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+    distance = "passing.distance" if embedding is not None else "NULL::float8"
+    with connection.cursor() as cursor:
+        # No ORDER BY outside: the LATERAL probes run in the order `ranked` is
+        # sorted in and the LIMIT stops them (`position` keeps that order here).
+        cursor.execute(
+            "WITH q AS (SELECT websearch_to_tsquery('english'::regconfig, %s) AS query) "
+            f"SELECT ranked.id, ranked.rank, {distance}, ranked.position FROM ("
+            "  SELECT matched.id, matched.rank, row_number() OVER ("
+            "    ORDER BY matched.rank DESC, matched.occurred_at DESC, matched.id) AS position"
+            "  FROM ("
+            "    SELECT candidate.id, candidate.occurred_at,"
+            "      ts_rank(candidate.search_vector, q.query) AS rank"
+            f"    FROM ({candidate_sql}) AS candidate (id, search_vector, occurred_at), q"
+            "    WHERE candidate.search_vector @@ q.query LIMIT %s"
+            "  ) matched"
+            "  ORDER BY position"
+            ") ranked "
+            "CROSS JOIN LATERAL ("
+            "  SELECT visible.embedding <=> %s::vector AS distance"
+            f"  FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = ranked.id LIMIT 1"
+            ") passing "
+            "LIMIT %s",
+            [
+                query,
+                *candidate_params,
+                TEXT_CANDIDATES_MAX,
+                Vector(embedding).to_text() if embedding is not None else None,
+                *visible_params,
+                fetch,
+            ],
+        )
+        rows = sorted(cursor.fetchall(), key=lambda row: row[3])
+    return [(memory_id, rank, distance) for memory_id, rank, distance, _ in rows]
 
 
 # --- public selectors ----------------------------------------------------------------
@@ -639,7 +694,9 @@ def _embed_query(query: str) -> list[float] | None:
 def _load(scope: QuerySet[Memory], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
     # Loaded through the same scope, in the same transaction: a memory is only ever
     # returned through the gate that ranked it.
-    return {memory.pk: memory for memory in _with_people(scope.filter(pk__in=list(ids)))}
+    # The embedding (384 numbers to parse) and the text vector are never shown: left unread.
+    memories = _with_people(scope.filter(pk__in=list(ids))).defer("embedding", "search_vector")
+    return {memory.pk: memory for memory in memories}
 
 
 def memory_search(
@@ -683,24 +740,12 @@ def memory_search(
             if embedding is not None
             else []
         )
-        text = _text_matches(scope, query, depth)
-        return _fused_hits(
-            scope, nearest, text, limit, embedding=embedding, relevance=relevance or search_relevance()
-        )
-
-
-def _text_similarities(
-    scope: QuerySet[Memory], embedding: Sequence[float], memory_ids: list[uuid.UUID]
-) -> dict[uuid.UUID, float]:
-    """The similarity of full-text matches the vector side did not rank (at most the fusion depth)."""
-    if not memory_ids:
-        return {}
-    rows = (
-        scope.filter(pk__in=memory_ids, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .values_list("pk", "distance")
-    )
-    return {memory_id: 1.0 - distance for memory_id, distance in rows}
+        candidates = memory_apply_filters(memory_scope(owner, respect_consent=False), filters)
+        if respect_consent and open_count <= EXACT_CANDIDATES_MAX:
+            # Few open memories (per the hint): look for matches among them alone.
+            candidates = _among_open_memories(candidates, _owner_id(owner))
+        text = _text_matches(scope, query, depth, candidates=candidates, embedding=embedding)
+        return _fused_hits(scope, nearest, text, limit, relevance=relevance or search_relevance())
 
 
 def _relevant(
@@ -729,10 +774,9 @@ def _relevant(
 def _fused_hits(
     scope: QuerySet[Memory],
     nearest: list[tuple[uuid.UUID, float]],
-    text: list[tuple[uuid.UUID, float]],
+    text: list[tuple[uuid.UUID, float, float | None]],
     limit: int,
     *,
-    embedding: Sequence[float] | None,
     relevance: RelevanceCutoff,
 ) -> list[SearchHit]:
     """Reciprocal rank fusion of both sides, relevant ones only, best first, loaded through `scope`.
@@ -744,13 +788,16 @@ def _fused_hits(
     """
     fused: dict[uuid.UUID, float] = {}
     for ranking in (nearest, text):
-        for position, (memory_id, _) in enumerate(ranking, start=1):
+        for position, (memory_id, *_) in enumerate(ranking, start=1):
             fused[memory_id] = fused.get(memory_id, 0.0) + 1.0 / (RRF_K + position)
     similarity = {memory_id: 1.0 - distance for memory_id, distance in nearest}
-    text_rank = dict(text)
-    if embedding is not None:
-        unranked = [memory_id for memory_id in text_rank if memory_id not in similarity]
-        similarity |= _text_similarities(scope, embedding, unranked)
+    # The full-text side read the distance of its matches (None: not embedded yet).
+    similarity |= {
+        memory_id: 1.0 - distance
+        for memory_id, _, distance in text
+        if distance is not None and memory_id not in similarity
+    }
+    text_rank = {memory_id: rank for memory_id, rank, _ in text}
     relevant = _relevant(fused, similarity=similarity, text_rank=text_rank, relevance=relevance)
     best = sorted(
         relevant, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
@@ -986,10 +1033,14 @@ def circle_memory_search(
             if embedding is not None
             else []
         )
-        text = _text_matches(scope, query, depth)
-        return _fused_hits(
-            scope, nearest, text, limit, embedding=embedding, relevance=relevance or search_relevance()
+        from circles.models import MemoryShare
+
+        # The circle's shares are the candidates (the gate, in `scope`, decides).
+        candidates = Memory.objects.filter(
+            Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
         )
+        text = _text_matches(scope, query, depth, candidates=candidates, embedding=embedding)
+        return _fused_hits(scope, nearest, text, limit, relevance=relevance or search_relevance())
 
 
 def circle_memory_timeline(

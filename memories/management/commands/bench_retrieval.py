@@ -17,8 +17,10 @@ from datetime import timedelta
 
 import numpy as np
 from django.contrib.auth import get_user_model
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
 from pgvector.psycopg import register_vector
@@ -538,8 +540,9 @@ class Command(BaseCommand):
 
             return run
 
+        words = [text.query() for _ in range(len(queries))]
+
         def hybrid(respect_consent):
-            words = [text.query() for _ in range(len(queries))]
             position = iter(range(len(queries)))
 
             def run(query):
@@ -552,6 +555,30 @@ class Command(BaseCommand):
                     # Random vectors are all far apart: measure the search, not the cut-off.
                     relevance=retrieval.NO_CUTOFF,
                 )
+                return [hit.memory.pk for hit in hits]
+
+            return run
+
+        def exact_hybrid(respect_consent):
+            """The reference: exact kNN and every full-text match ranked, fused the same way."""
+            position = iter(range(len(queries)))
+            depth = max(limit, retrieval.FUSION_DEPTH_MIN)
+
+            def run(query):
+                tsquery = SearchQuery(words[next(position)], config="english", search_type="websearch")
+                with transaction.atomic():
+                    scope = agent_scope if respect_consent else owner_scope
+                    nearest = retrieval._exact_neighbours(scope, query, depth)
+                    text = list(
+                        scope.filter(search_vector=tsquery)
+                        .annotate(
+                            rank=SearchRank(F("search_vector"), tsquery),
+                            distance=CosineDistance("embedding", query),
+                        )
+                        .order_by("-rank", "-occurred_at", "pk")
+                        .values_list("pk", "rank", "distance")[:depth]
+                    )
+                    hits = retrieval._fused_hits(scope, nearest, text, limit, relevance=retrieval.NO_CUTOFF)
                 return [hit.memory.pk for hit in hits]
 
             return run
@@ -594,14 +621,20 @@ class Command(BaseCommand):
         ungated = _measure(search(owner_scope), queries)
         ungated_truth = _measure(exact(owner_scope), queries)
         line("owner (ungated) knn", "-", ungated, ungated_truth)
-        line("owner hybrid search", "-", _measure(hybrid(False), queries), None)
+        line(
+            "owner hybrid search",
+            "-",
+            _measure(hybrid(False), queries),
+            _measure(exact_hybrid(False), queries),
+        )
         for fraction in fractions:
             _set_gated_fraction(seeded, fraction)
             gated = _measure(search(agent_scope, gated=True), queries)
             truth = _measure(exact(agent_scope), queries)
             line("agent (gated) knn", f"{fraction:.2f}", gated, truth)
             line("exact gated (seq)", f"{fraction:.2f}", truth, truth)
-            line("agent hybrid search", f"{fraction:.2f}", _measure(hybrid(True), queries), None)
+            hybrid_truth = _measure(exact_hybrid(True), queries)
+            line("agent hybrid search", f"{fraction:.2f}", _measure(hybrid(True), queries), hybrid_truth)
             if options["compare"]:
                 for pattern, label in (
                     ("post-filter", "peer: post-filter top-k"),
