@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -243,6 +243,38 @@ def memory_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> Que
     return Memory.objects.filter(owner_id=_owner_id(owner))
 
 
+# The gate's SQL, compiled once per process: building it in the ORM (nested
+# EXISTS, resolved and compiled) costs ~2 ms of Python per statement, more than
+# running it, and a hybrid search needs it three times. Without filters the SQL
+# is the same for every owner but for the owner's id, so it is compiled with a
+# placeholder id and the caller's id is put into the parameters.
+# tests/memories/test_retrieval.py compares it with a fresh compile.
+_OWNER_PLACEHOLDER = -1_000_000_007
+_COMPILED_SCOPES: dict[bool, tuple[str, tuple]] = {}
+
+
+def _compiled_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> tuple[str, list]:
+    """memory_scope(owner) as SQL selecting (id, embedding), and its parameters."""
+    compiled = _COMPILED_SCOPES.get(respect_consent)
+    if compiled is None:
+        scope = memory_scope(_OWNER_PLACEHOLDER, respect_consent=respect_consent)
+        sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+        compiled = _COMPILED_SCOPES[respect_consent] = (sql, tuple(params))
+    sql, params = compiled
+    owner_id = _owner_id(owner)
+    return sql, [owner_id if _is_placeholder(param) else param for param in params]
+
+
+def _is_placeholder(param: object) -> bool:
+    return type(param) is int and param == _OWNER_PLACEHOLDER
+
+
+def _scope_sql(scope: QuerySet[Memory]) -> tuple[str, list]:
+    """A scope (with filters) compiled now, selecting (id, embedding): the uncached case."""
+    sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+    return sql, list(params)
+
+
 def _granted_for(audience: str, person_ref: str) -> Exists:
     """EXISTS the person at `person_ref`, granted for `audience` (Self always is).
 
@@ -401,20 +433,19 @@ def _approximate_neighbours(
 
 
 def _open_index_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], *, owner_id: int, fetch: int, ef_search: int
+    visible: tuple[str, list], embedding: Sequence[float], *, owner_id: int, fetch: int, ef_search: int
 ) -> list[tuple[uuid.UUID, float]]:
     """The agents' path: HNSW over the gate rows nothing blocks (memory_gate_open_hnsw).
 
-    `scope` (the gate and the filters) is compiled by the ORM as it is everywhere
-    else and becomes the FROM of this statement, so PostgreSQL flattens it into
+    `visible` (the gate and the filters: _compiled_scope or _scope_sql, the
+    ORM's SQL) becomes the FROM of this statement, so PostgreSQL flattens it into
     one query: walk the open-gate index by the half-precision copy, probe each
     memory it yields against the gate, stop at `fetch` that pass; each returned
     with its full-precision distance. Written as SQL around the compiled scope
     because building the same join in the ORM costs more than running it.
     """
     _set_hnsw(ef_search=max(fetch, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
-    visible = scope.filter(embedding__isnull=False).order_by().values_list("pk", "embedding")
-    scope_sql, scope_params = visible.query.sql_with_params()
+    scope_sql, scope_params = visible
     vector = Vector(embedding).to_text()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -422,6 +453,7 @@ def _open_index_neighbours(
             f"FROM ({scope_sql}) AS visible (id, embedding) "
             f"JOIN {MemoryGate._meta.db_table} gate ON gate.memory_id = visible.id "
             "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.embedding IS NOT NULL "
+            "AND visible.embedding IS NOT NULL "
             "ORDER BY gate.embedding <=> %s::halfvec LIMIT %s",
             [vector, *scope_params, owner_id, vector, fetch],
         )
@@ -528,18 +560,21 @@ def _among_open_memories(scope: QuerySet[Memory], owner_id: int) -> QuerySet[Mem
 
 
 def _nearest_neighbours(
-    scope: QuerySet[Memory],
+    scope: QuerySet[Memory] | Callable[[], QuerySet[Memory]],
     embedding: Sequence[float],
     *,
     owner_id: int,
     limit: int,
     gated: bool = False,
     open_count: int | None = None,
+    visible: tuple[str, list] | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
     """The `limit` memories of `scope` nearest to `embedding`: [(id, cosine distance)].
 
     Must run inside a transaction (the hnsw.* settings are SET LOCAL). `scope` is
-    an owner's scope (memory_scope), with the gate inside it for agents, who pass
+    an owner's scope (memory_scope), or a function building it when some path
+    needs it (`visible`, its SQL compiled already, serves the agents' index path
+    without it), with the gate inside it for agents, who pass
     gated=True so the maintained count can pick the strategy first (`open_count`:
     _open_count(owner_id), when the caller has it already):
 
@@ -560,6 +595,10 @@ def _nearest_neighbours(
       whenever k matches exist. Beyond that the shorter answer stands rather than
       pay a full exact scan per query; the benchmark reports rows against asked.
     """
+
+    def scoped() -> QuerySet[Memory]:
+        return scope() if callable(scope) else scope
+
     if gated:
         if open_count is None:
             open_count = _open_count(owner_id)
@@ -567,18 +606,18 @@ def _nearest_neighbours(
             return []
         if open_count <= EXACT_CANDIDATES_MAX:
             return _open_candidates_neighbours(
-                scope, embedding, owner_id=owner_id, limit=limit, open_count=open_count
+                scoped(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
             )
     # (For agents, more open memories than EXACT_SEARCH_MAX_MEMORIES already means
     # a bigger owner: skip the size query.)
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and not _owner_has_more_than(
         owner_id, EXACT_SEARCH_MAX_MEMORIES
     ):
-        return _exact_neighbours(scope, embedding, limit)
+        return _exact_neighbours(scoped(), embedding, limit)
     if gated:
         sparse = open_count <= OPEN_ANN_SPARSE_MAX
         rows = _open_index_neighbours(
-            scope,
+            visible or _scope_sql(scoped()),
             embedding,
             owner_id=owner_id,
             fetch=limit * ANN_OVERFETCH,
@@ -589,46 +628,68 @@ def _nearest_neighbours(
             fallback = EXACT_FALLBACK_MAX_MEMORIES
             in_play = open_count if sparse else _count_open_memories(owner_id, fallback)
             if in_play <= fallback:
-                return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
+                return _exact_neighbours(_among_open_memories(scoped(), owner_id), embedding, limit)
         return rows
-    rows = _approximate_neighbours(scope, embedding, limit * ANN_OVERFETCH)[:limit]
+    rows = _approximate_neighbours(scoped(), embedding, limit * ANN_OVERFETCH)[:limit]
     if len(rows) < limit and not _owner_has_more_than(owner_id, EXACT_FALLBACK_MAX_MEMORIES):
-        return _exact_neighbours(scope, embedding, limit)
+        return _exact_neighbours(scoped(), embedding, limit)
     return rows
 
 
 # --- full-text side ----------------------------------------------------------------
 
 
+def _candidates_sql(candidates: QuerySet[Memory]) -> tuple[str, list]:
+    sql, params = (
+        candidates.order_by().values_list("pk", "search_vector", "occurred_at").query.sql_with_params()
+    )
+    return sql, list(params)
+
+
+def _owner_candidates_sql(owner_id: int, *, open_only: bool) -> tuple[str, list]:
+    """The owner's memories (no filters) as _text_matches candidates; `open_only`: the hint's open ones."""
+    table = Memory._meta.db_table
+    sql = (
+        f"SELECT {table}.id, {table}.search_vector, {table}.occurred_at "
+        f"FROM {table} WHERE {table}.owner_id = %s"
+    )
+    if not open_only:
+        return sql, [owner_id]
+    return (
+        f"{sql} AND {table}.id = ANY(ARRAY(SELECT memory_id FROM {MemoryGate._meta.db_table} "
+        "WHERE owner_id = %s AND blocked_count = 0))",
+        [owner_id, owner_id],
+    )
+
+
 def _text_matches(
-    scope: QuerySet[Memory],
+    visible: tuple[str, list],
     query: str,
     fetch: int,
     *,
-    candidates: QuerySet[Memory],
+    candidates: tuple[str, list],
     embedding: Sequence[float] | None = None,
 ) -> list[tuple[uuid.UUID, float, float | None]]:
-    """The `fetch` best full-text matches that pass `scope`: [(id, ts_rank, cosine distance or None)].
+    """The `fetch` best full-text matches that pass `visible`: [(id, ts_rank, cosine distance or None)].
 
     One statement, bounded whatever the query matches:
-    1. `candidates` (a cheap superset of `scope` without the gate: the owner's
-       memories and the filters, or a circle's shares) matching the query, read
+    1. `candidates` (SQL selecting id, search_vector, occurred_at: a cheap
+       superset of `visible` without the gate, the owner's memories and the
+       filters, or a circle's shares; see _candidates_sql) matching the query, read
        from the GIN index, at most TEXT_CANDIDATES_MAX of them: a query so broad
        that it matches more (one common word) ranks only that many, because
        reading and ranking tens of thousands of text vectors is what made the
        full-text side slow (70 ms p95 at 100k);
     2. ranked by ts_rank, best first;
-    3. each probed against `scope` (the gate: the compiled queryset, a LATERAL
+    3. each probed against `visible` (the gate: the compiled scope, a LATERAL
        subquery per candidate) in rank order, stopping at `fetch` that pass, so
        the gate runs for the few that win rather than for every match.
     The distance to `embedding` (for the relevance cut-off and the fusion) is
     read for the passing rows only. websearch syntax: plain words are ANDed,
     "quoted phrases" and -exclusions work, and no input makes the parser raise.
     """
-    candidate_sql, candidate_params = (
-        candidates.order_by().values_list("pk", "search_vector", "occurred_at").query.sql_with_params()
-    )
-    visible_sql, visible_params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+    candidate_sql, candidate_params = candidates
+    visible_sql, visible_params = visible
     distance = "passing.distance" if embedding is not None else "NULL::float8"
     with connection.cursor() as cursor:
         # No ORDER BY outside: the LATERAL probes run in the order `ranked` is
@@ -691,11 +752,22 @@ def _embed_query(query: str) -> list[float] | None:
         return None
 
 
-def _load(scope: QuerySet[Memory], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
+def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
     # Loaded through the same scope, in the same transaction: a memory is only ever
     # returned through the gate that ranked it.
+    if not ids:
+        return {}
+    visible_sql, visible_params = visible
+    table = Memory._meta.db_table
+    passing = RawSQL(
+        f"EXISTS (SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = {table}.id)",
+        visible_params,
+        output_field=BooleanField(),
+    )
     # The embedding (384 numbers to parse) and the text vector are never shown: left unread.
-    memories = _with_people(scope.filter(pk__in=list(ids))).defer("embedding", "search_vector")
+    memories = _with_people(Memory.objects.filter(passing, pk__in=list(ids))).defer(
+        "embedding", "search_vector"
+    )
     return {memory.pk: memory for memory in memories}
 
 
@@ -726,26 +798,38 @@ def memory_search(
         return []
     embedding = _check_embedding(query_embedding) if query_embedding is not None else _embed_query(query)
     depth = max(limit, FUSION_DEPTH_MIN)
+    owner_id = _owner_id(owner)
+    # Few open memories (per the hint): look for text matches among them alone.
+    open_only = respect_consent and open_count <= EXACT_CANDIDATES_MAX
     with transaction.atomic():
-        scope = memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
+
+        def scope() -> QuerySet[Memory]:
+            return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
+
+        if filters is None or filters == MemoryFilters():
+            visible = _compiled_scope(owner_id, respect_consent=respect_consent)
+            candidates = _owner_candidates_sql(owner_id, open_only=open_only)
+        else:
+            visible = _scope_sql(scope())
+            owner_filtered = memory_apply_filters(memory_scope(owner, respect_consent=False), filters)
+            candidates = _candidates_sql(
+                _among_open_memories(owner_filtered, owner_id) if open_only else owner_filtered
+            )
         nearest = (
             _nearest_neighbours(
                 scope,
                 embedding,
-                owner_id=_owner_id(owner),
+                owner_id=owner_id,
                 limit=depth,
                 gated=respect_consent,
                 open_count=open_count,
+                visible=visible,
             )
             if embedding is not None
             else []
         )
-        candidates = memory_apply_filters(memory_scope(owner, respect_consent=False), filters)
-        if respect_consent and open_count <= EXACT_CANDIDATES_MAX:
-            # Few open memories (per the hint): look for matches among them alone.
-            candidates = _among_open_memories(candidates, _owner_id(owner))
-        text = _text_matches(scope, query, depth, candidates=candidates, embedding=embedding)
-        return _fused_hits(scope, nearest, text, limit, relevance=relevance or search_relevance())
+        text = _text_matches(visible, query, depth, candidates=candidates, embedding=embedding)
+        return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 
 
 def _relevant(
@@ -772,18 +856,18 @@ def _relevant(
 
 
 def _fused_hits(
-    scope: QuerySet[Memory],
+    visible: tuple[str, list],
     nearest: list[tuple[uuid.UUID, float]],
     text: list[tuple[uuid.UUID, float, float | None]],
     limit: int,
     *,
     relevance: RelevanceCutoff,
 ) -> list[SearchHit]:
-    """Reciprocal rank fusion of both sides, relevant ones only, best first, loaded through `scope`.
+    """Reciprocal rank fusion of both sides, relevant ones only, best first, loaded through `visible`.
 
     The relevance cut-off runs here, on the candidates the gated searches
     returned and before `limit`: it only removes candidates (a memory it keeps
-    was found through `scope`, and is loaded through it again), so "nothing
+    was found through `visible`, and is loaded through it again), so "nothing
     matches" is an empty list rather than the nearest memories however far.
     """
     fused: dict[uuid.UUID, float] = {}
@@ -802,7 +886,7 @@ def _fused_hits(
     best = sorted(
         relevant, key=lambda memory_id: (-fused[memory_id], -similarity.get(memory_id, -1.0), str(memory_id))
     )[:limit]
-    memories = _load(scope, best)
+    memories = _load(visible, best)
     return [
         SearchHit(
             memory=memories[memory_id],
@@ -1039,8 +1123,11 @@ def circle_memory_search(
         candidates = Memory.objects.filter(
             Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
         )
-        text = _text_matches(scope, query, depth, candidates=candidates, embedding=embedding)
-        return _fused_hits(scope, nearest, text, limit, relevance=relevance or search_relevance())
+        visible = _scope_sql(scope)
+        text = _text_matches(
+            visible, query, depth, candidates=_candidates_sql(candidates), embedding=embedding
+        )
+        return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 
 
 def circle_memory_timeline(
@@ -1091,7 +1178,7 @@ def memory_similar(memory: Memory, *, respect_consent: bool = False, limit: int 
         nearest = _nearest_neighbours(
             others, embedding, owner_id=memory.owner_id, limit=limit, gated=respect_consent
         )
-        memories = _load(others, [memory_id for memory_id, _ in nearest])
+        memories = _load(_scope_sql(others), [memory_id for memory_id, _ in nearest])
     return [
         SearchHit(memory=memories[memory_id], score=1.0 - distance, similarity=1.0 - distance)
         for memory_id, distance in nearest
@@ -1162,7 +1249,7 @@ def memory_related(memory: Memory, *, respect_consent: bool = False, limit: int 
             relations = _gated_relations(memory, scope)
         else:
             relations = _stored_edges(memory, scope, limit)
-        memories = _load(scope, {memory_id for memory_id, _, _ in relations})
+        memories = _load(_scope_sql(scope), [memory_id for memory_id, _, _ in relations])
     hits = [
         RelatedHit(memory=memories[memory_id], kind=kind, weight=weight)
         for memory_id, kind, weight in relations

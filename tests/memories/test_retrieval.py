@@ -394,3 +394,33 @@ def test_exact_paths_stay_exact_whatever_plan_the_database_prefers(alice, mallor
 
     assert agent_ids(alice, "zebra", limit=3) == [item.pk for item in mine]
     assert owner_ids(alice, "zebra", limit=3) == [item.pk for item in mine]
+
+
+@pytest.mark.parametrize("respect_consent", [True, False])
+def test_compiled_scope_is_the_gate_the_orm_compiles_for_this_owner(alice, mallory, respect_consent):
+    # The cached SQL (compiled once with a placeholder owner) must be exactly what the
+    # ORM compiles for each owner: same statement, same parameters.
+    for owner in (alice, mallory, alice):
+        fresh = retrieval.memory_scope(owner, respect_consent=respect_consent)
+        sql, params = fresh.order_by().values_list("pk", "embedding").query.sql_with_params()
+        assert retrieval._compiled_scope(owner, respect_consent=respect_consent) == (sql, list(params))
+        assert owner.pk in params
+    _, params = retrieval._compiled_scope(alice, respect_consent=respect_consent)
+    assert retrieval._OWNER_PLACEHOLDER not in params
+
+
+def test_compiled_scope_lets_through_what_the_gate_does(alice, mallory):
+    granted, pending = person(alice, "Grace"), person(alice, "Pat", ConsentStatus.PENDING)
+    open_memory = memory(alice, people=[granted])
+    gated_memory = memory(alice, people=[pending])
+    mallorys = memory(mallory)
+
+    def passing(owner, respect_consent):
+        sql, params = retrieval._compiled_scope(owner, respect_consent=respect_consent)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT visible.id FROM ({sql}) AS visible (id, embedding)", params)
+            return {row[0] for row in cursor.fetchall()}
+
+    assert passing(alice, True) == {open_memory.pk}
+    assert passing(alice, False) == {open_memory.pk, gated_memory.pk}
+    assert passing(mallory, True) == {mallorys.pk}

@@ -578,7 +578,8 @@ class Command(BaseCommand):
                         .order_by("-rank", "-occurred_at", "pk")
                         .values_list("pk", "rank", "distance")[:depth]
                     )
-                    hits = retrieval._fused_hits(scope, nearest, text, limit, relevance=retrieval.NO_CUTOFF)
+                    visible = retrieval._scope_sql(scope)
+                    hits = retrieval._fused_hits(visible, nearest, text, limit, relevance=retrieval.NO_CUTOFF)
                 return [hit.memory.pk for hit in hits]
 
             return run
