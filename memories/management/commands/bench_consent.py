@@ -1,0 +1,363 @@
+"""Benchmark consent flips: how long granting and withholding take, and the agents' index after a bulk revoke.
+
+Seeds (or reuses) one owner the way bench_retrieval does (its helpers, imported:
+random vectors, one bucket person per 1% of memories, all granted), then adds a
+few "flip" people, each in a fixed number of that owner's memories (default 100,
+1,000 and 10,000, disjoint). Then:
+
+- For each flip person, rounds of withhold -> VACUUM -> grant -> VACUUM, each
+  consent change made through people.services.person_set_consent, the service
+  the web page and the API call, and timed with its commit. The VACUUM between
+  measures a grant as it happens in life: the memories' old entries have long
+  left the agents' index. One more grant right after a withhold (no VACUUM
+  between) shows the cheaper case of a quick undo.
+- The bulk revoke: agents' nearest-neighbour p50/p95 and recall@k (against exact
+  gated search, in the same state) before, right after withholding the largest
+  flip person, after VACUUM, right after granting again, and after VACUUM.
+
+Prints figures with the load average (tests never assert on time).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection, transaction
+
+from memories.management.commands.bench_retrieval import (
+    Measured,
+    SeededOwner,
+    Text,
+    _build_indexes,
+    _BulkLoad,
+    _cpu_count,
+    _drop_indexes,
+    _load,
+    _measure,
+    _percentile,
+    _prewarm,
+    _queries,
+    _seed_owner,
+)
+from memories.models import Memory, MemoryParticipant
+from people.models import ConsentStatus, Person
+from people.services import person_set_consent
+
+BENCH_USERNAME = "bench_consent"
+FLIP_NAME = "Bench flip {size}"
+GATE_TABLE = "memories_memorygate"
+
+
+class Command(BaseCommand):
+    help = "Measure consent grant/withhold times and the agents' index after a bulk revoke."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--memories", type=int, default=100_000, help="memories of the bench owner")
+        parser.add_argument(
+            "--sizes",
+            default="100,1000,10000",
+            help="memories each flip person is in; the largest is also the bulk revoke",
+        )
+        parser.add_argument("--rounds", type=int, default=3, help="withhold/grant rounds per flip person")
+        parser.add_argument("--queries", type=int, default=200)
+        parser.add_argument("--limit", type=int, default=10, help="k of top-k")
+        parser.add_argument(
+            "--text",
+            choices=["words", "vocabulary"],
+            default="vocabulary",
+            help="seeded text (bench_retrieval's modes); vocabulary is the fastest to seed",
+        )
+        parser.add_argument("--distribution", choices=["clustered", "uniform"], default="clustered")
+        parser.add_argument("--seed", type=int, default=42)
+        parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="also print EXPLAIN ANALYZE of one grant (rolled back): where the time goes, per trigger",
+        )
+        parser.add_argument("--clean", action="store_true", help="delete the bench_consent user and exit")
+
+    def handle(self, *args, **options) -> None:
+        if options["clean"]:
+            self.stdout.write(f"Deleted bench data: {_delete_bench_owner()}")
+            return
+        try:
+            sizes = sorted({int(part) for part in options["sizes"].split(",") if part.strip()})
+        except ValueError:
+            raise CommandError("--sizes takes whole numbers like 100,1000,10000.") from None
+        if not sizes or min(sizes) <= 0:
+            raise CommandError("--sizes must be positive.")
+        for name in ("memories", "rounds", "queries", "limit"):
+            if options[name] <= 0:
+                raise CommandError(f"--{name} must be positive.")
+        if sum(sizes) > options["memories"]:
+            raise CommandError(
+                "The flip people's memories are disjoint: --sizes must add up to --memories at most."
+            )
+        self._run(options, sizes)
+
+    def _run(self, options: dict, sizes: list[int]) -> None:
+        from memories import retrieval
+
+        rng = np.random.default_rng(options["seed"])
+        limit = options["limit"]
+        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
+        self.stdout.write("Seeding (reused when already there)…")
+        with _BulkLoad(self.stdout) as bulk:
+            seeded = _seed_owner(
+                bulk=bulk,
+                username=BENCH_USERNAME,
+                memory_count=options["memories"],
+                rng=rng,
+                distribution=options["distribution"],
+                text=text,
+                out=self.stdout,
+            )
+        owner = get_user_model().objects.get(pk=seeded.user_id)
+        flips = _seed_flip_people(seeded, sizes, rng, self.stdout)
+        _grant_everyone(seeded, flips)
+        with connection.cursor() as cursor:
+            cursor.execute(f"VACUUM ANALYZE {GATE_TABLE}")
+        queries = _queries(
+            rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution=options["distribution"]
+        )
+        self.stdout.write(_prewarm())
+        agent_scope = retrieval.memory_scope(seeded.user_id, respect_consent=True)
+
+        def knn(query):
+            with transaction.atomic():
+                return [
+                    memory_id
+                    for memory_id, _ in retrieval._nearest_neighbours(
+                        agent_scope, query, owner_id=seeded.user_id, limit=limit, gated=True
+                    )
+                ]
+
+        def exact(query):
+            with transaction.atomic():
+                return [memory_id for memory_id, _ in retrieval._exact_neighbours(agent_scope, query, limit)]
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+                "(SELECT reloptions FROM pg_class WHERE relname = 'memory_gate_open_hnsw')"
+            )
+            version, pgvector_version, hnsw_options = cursor.fetchone()
+        self.stdout.write(
+            f"\n{seeded.memory_count} memories for {BENCH_USERNAME} ({options['distribution']} vectors, "
+            f"text: {options['text']}); {Memory.objects.count()} memories in the table. "
+            f"{version.split(' on ')[0]}, pgvector {pgvector_version}, {_cpu_count()} CPUs; "
+            f"agents' index {', '.join(hnsw_options or [])}.\n"
+            f"Consent changes through person_set_consent, timed with their commit.\n"
+            f"Load average before measuring: {_load()}\n"
+        )
+        if options["explain"]:
+            self.stdout.write(_explain_grant(flips[min(sizes, key=lambda size: abs(size - 1000))], owner))
+
+        self.stdout.write(
+            f"{'memories':>9} {'change':<34} {'median s':>9} {'max s':>7} {'memories/s':>11}  rounds (s)"
+        )
+        for size in sizes:
+            person = flips[size]
+            withheld, granted = [], []
+            for _ in range(options["rounds"]):
+                withheld.append(_timed_consent(person, ConsentStatus.REVOKED, owner))
+                _vacuum()
+                granted.append(_timed_consent(person, ConsentStatus.GRANTED, owner))
+                _vacuum()
+            withheld.append(_timed_consent(person, ConsentStatus.REVOKED, owner))
+            quick_undo = _timed_consent(person, ConsentStatus.GRANTED, owner)
+            _vacuum()
+            self._flip_line(size, "withhold", withheld)
+            self._flip_line(size, "grant (old entries vacuumed)", granted)
+            self._flip_line(size, "grant right after withhold", [quick_undo])
+
+        largest = flips[sizes[-1]]
+        self.stdout.write(
+            f"\nBulk revoke: one person in {sizes[-1]} memories, agents' kNN (k={limit}, "
+            f"{len(queries)} queries), recall against exact gated search in the same state.\n"
+            f"Load average: {_load()}"
+        )
+        self.stdout.write(f"{'state':<44} {'p50 ms':>8} {'p95 ms':>8} {'recall@k':>9} {'rows/asked':>11}")
+        truth_open = _measure(exact, queries)
+        self._knn_line("all granted", _measure(knn, queries), truth_open, limit)
+        seconds = _timed_consent(largest, ConsentStatus.REVOKED, owner)
+        truth_revoked = _measure(exact, queries)
+        self._knn_line(
+            f"right after the revoke ({seconds:.2f} s)", _measure(knn, queries), truth_revoked, limit
+        )
+        self.stdout.write(f"  {_dead_tuples()}")
+        seconds = _vacuum()
+        self._knn_line(f"after VACUUM ({seconds:.1f} s)", _measure(knn, queries), truth_revoked, limit)
+        seconds = _timed_consent(largest, ConsentStatus.GRANTED, owner)
+        self._knn_line(
+            f"right after granting again ({seconds:.2f} s)", _measure(knn, queries), truth_open, limit
+        )
+        seconds = _vacuum()
+        self._knn_line(f"after VACUUM ({seconds:.1f} s)", _measure(knn, queries), truth_open, limit)
+        self.stdout.write(f"\nLoad average after measuring: {_load()}")
+        self.stdout.write(f"Bench data kept for reuse under user {BENCH_USERNAME}; --clean removes it.")
+
+    def _flip_line(self, size: int, label: str, seconds: list[float]) -> None:
+        median = statistics.median(seconds)
+        rounds = " ".join(f"{value:.2f}" for value in seconds)
+        self.stdout.write(
+            f"{size:>9} {label:<34} {median:9.2f} {max(seconds):7.2f} {size / median:11.0f}  {rounds}"
+        )
+
+    def _knn_line(self, label: str, measured: Measured, truth: Measured, limit: int) -> None:
+        found = sum(
+            len(set(got) & set(want)) for got, want in zip(measured.results, truth.results, strict=True)
+        )
+        expected = sum(len(want) for want in truth.results)
+        recall = found / expected if expected else 1.0
+        p50, p95 = (_percentile(measured.latencies_ms, percent) for percent in (50, 95))
+        rows = f"{np.mean(measured.returned):.1f}/{limit}"
+        self.stdout.write(f"{label:<44} {p50:8.2f} {p95:8.2f} {recall:9.3f} {rows:>11}")
+
+
+def _seed_flip_people(
+    seeded: SeededOwner, sizes: list[int], rng: np.random.Generator, out
+) -> dict[int, Person]:
+    """One granted person per size, in that many of the owner's memories (disjoint); reused when there."""
+    names = {FLIP_NAME.format(size=size) for size in sizes}
+    existing = {
+        person.display_name: person
+        for person in Person.objects.filter(owner_id=seeded.user_id, display_name__startswith="Bench flip ")
+    }
+    reusable = {
+        name: person
+        for name, person in existing.items()
+        if name in names and person.participations.count() == int(name.rsplit(" ", 1)[1])
+    }
+    if len(reusable) == len(names) and len(existing) == len(names):
+        out.write(f"  reusing flip people in {', '.join(str(size) for size in sizes)} memories")
+        return {size: reusable[FLIP_NAME.format(size=size)] for size in sizes}
+    stale = Person.objects.filter(owner_id=seeded.user_id, display_name__startswith="Bench flip ")
+    # Granted before their participant rows go: removing them then changes no gate row.
+    stale.update(consent_status=ConsentStatus.GRANTED)
+    MemoryParticipant.objects.filter(person__in=stale).delete()
+    stale.delete()
+    ids = sorted(Memory.objects.filter(owner_id=seeded.user_id).values_list("pk", flat=True))
+    picked = rng.permutation(len(ids))
+    flips, start = {}, 0
+    for size in sizes:
+        # Created granted, so adding them to memories leaves every gate row (and the
+        # agents' index) as it was.
+        person = Person.objects.create(
+            owner_id=seeded.user_id,
+            display_name=FLIP_NAME.format(size=size),
+            consent_status=ConsentStatus.GRANTED,
+        )
+        MemoryParticipant.objects.bulk_create(
+            (
+                MemoryParticipant(memory_id=ids[index], person=person)
+                for index in picked[start : start + size]
+            ),
+            batch_size=5_000,
+        )
+        start += size
+        flips[size] = person
+    out.write(f"  added flip people in {', '.join(str(size) for size in sizes)} memories")
+    return flips
+
+
+def _grant_everyone(seeded: SeededOwner, flips: dict[int, Person]) -> None:
+    """Start from full consent; a bulk change (an interrupted earlier run) rebuilds the agents' index."""
+    people = Person.objects.filter(
+        pk__in=[*seeded.bucket_person_ids, *(person.pk for person in flips.values())]
+    )
+    withheld = people.exclude(consent_status=ConsentStatus.GRANTED)
+    if not withheld.exists():
+        return
+    definitions = _drop_indexes(("memory_gate_open_hnsw",))
+    try:
+        withheld.update(consent_status=ConsentStatus.GRANTED)
+    finally:
+        _build_indexes(definitions)
+
+
+def _delete_bench_owner() -> dict:
+    """The bench owner and everything theirs, as account deletion does it (portability.account_delete).
+
+    Memories first (participants protect their person); the consent history this
+    bench wrote refuses deletes except of the account being erased (people 0003).
+    """
+    deleted: dict = {}
+    with transaction.atomic():
+        for user in get_user_model().objects.filter(username=BENCH_USERNAME):
+            _, memories = Memory.objects.filter(owner=user).delete()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT set_config('keepsake.erasing_account', %s, true)", [str(user.pk)])
+            _, rest = get_user_model().objects.filter(pk=user.pk).delete()
+            deleted.update(memories, **rest)
+    return deleted
+
+
+def _timed_consent(person: Person, status: str, owner) -> float:
+    person = Person.objects.get(pk=person.pk)
+    started = time.perf_counter()
+    event = person_set_consent(person=person, status=status, actor=owner, reason="bench_consent")
+    seconds = time.perf_counter() - started
+    if event is None:
+        raise CommandError(f"{person.display_name} was already {status}: the bench lost track of its state.")
+    return seconds
+
+
+def _vacuum() -> float:
+    """What autovacuum does to the gate table: removes dead rows, and their entries from the agents' index."""
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM {GATE_TABLE}")
+    return time.perf_counter() - started
+
+
+def _dead_tuples() -> str:
+    """Dead gate rows against the point where autovacuum would start on the table."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT s.n_dead_tup, c.reltuples, c.reloptions, "
+            "current_setting('autovacuum_vacuum_threshold')::float, "
+            "current_setting('autovacuum_vacuum_scale_factor')::float "
+            "FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relname = %s",
+            [GATE_TABLE],
+        )
+        dead, tuples, reloptions, threshold, scale = cursor.fetchone()
+    table_options = dict(option.split("=", 1) for option in reloptions or [])
+    threshold = float(table_options.get("autovacuum_vacuum_threshold", threshold))
+    scale = float(table_options.get("autovacuum_vacuum_scale_factor", scale))
+    starts_at = threshold + scale * max(tuples, 0)
+    return (
+        f"{dead} dead gate rows; autovacuum starts on the gate table at {starts_at:.0f} "
+        f"({threshold:.0f} + {scale:g} x {max(tuples, 0):.0f} rows)"
+    )
+
+
+def _explain_grant(person: Person, owner) -> str:
+    """EXPLAIN ANALYZE of one grant's UPDATE (after a withhold and VACUUM), rolled back: time per trigger."""
+    person = Person.objects.get(pk=person.pk)
+    person_set_consent(person=person, status=ConsentStatus.REVOKED, actor=owner, reason="bench_consent")
+    _vacuum()
+    lines = []
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, WAL) "
+                "UPDATE people_person SET consent_status = 'granted' WHERE id = %s",
+                [person.pk],
+            )
+            lines = [row[0] for row in cursor.fetchall()]
+            transaction.set_rollback(True)
+    finally:
+        person_set_consent(person=person, status=ConsentStatus.GRANTED, actor=owner, reason="bench_consent")
+        _vacuum()
+    count = person.participations.count()
+    return (
+        f"EXPLAIN ANALYZE of granting a person in {count} memories (rolled back):\n  "
+        + "\n  ".join(lines)
+        + "\n"
+    )

@@ -1,0 +1,172 @@
+"""Consent flips (issue 14 item 5): one refresh per statement, revocation on the next query.
+
+The gate count is refreshed by a statement-level trigger on people_person
+(memories migration 0008): one statement changing several people recounts and
+rewrites each of their memories once, and a statement changing nothing the gate
+reads writes no gate row. Whatever the agents' vector index still holds (dead
+entries until VACUUM), a revoked person's memories are gone from agents' results
+on the next query, because the NOT EXISTS gate filters every result.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from memories import retrieval
+from memories.models import Memory, MemoryGate
+from memories.retrieval import agent_visible_memories, memory_search
+from memories.services import ParticipantSpec, memory_create
+from people.models import ConsentStatus, Person
+from people.services import person_set_consent
+from tests.memories.test_gate_counts import assert_counts_exact, blocked, person
+
+pytestmark = pytest.mark.django_db
+
+
+def gate_rows_written() -> int:
+    """Gate row versions written so far in this transaction (updates and inserts)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated('memories_memorygate'::regclass)"
+            " + pg_stat_get_xact_tuples_inserted('memories_memorygate'::regclass)"
+        )
+        return cursor.fetchone()[0]
+
+
+def toward(angle: float) -> list[float]:
+    return [math.cos(angle), math.sin(angle)] + [0.0] * 382
+
+
+def embedded(owner, body: str, people: list[Person], angle: float) -> Memory:
+    memory = memory_create(owner=owner, body=body, participants=[ParticipantSpec(person=p) for p in people])
+    Memory.objects.filter(pk=memory.pk).update(embedding=toward(angle))
+    return memory
+
+
+def test_one_statement_granting_several_people_writes_each_memory_once(alice):
+    bob, carol = person(alice, "Bob", ConsentStatus.PENDING), person(alice, "Carol", ConsentStatus.PENDING)
+    both = memory_create(
+        owner=alice,
+        body="the three of us",
+        participants=[ParticipantSpec(person=bob), ParticipantSpec(person=carol)],
+    )
+    bob_only = memory_create(owner=alice, body="Bob's boat", participants=[ParticipantSpec(person=bob)])
+    carol_only = memory_create(
+        owner=alice, body="Carol's garden", participants=[ParticipantSpec(person=carol)]
+    )
+    assert (blocked(both), blocked(bob_only), blocked(carol_only)) == (2, 1, 1)
+    before = gate_rows_written()
+
+    Person.objects.filter(pk__in=[bob.pk, carol.pk]).update(consent_status=ConsentStatus.GRANTED)
+
+    # Three memories, three new row versions: a trigger per person row would have
+    # rewritten `both` twice (2 -> 1 -> 0), each version a new vector-index entry.
+    assert gate_rows_written() - before == 3
+    assert (blocked(both), blocked(bob_only), blocked(carol_only)) == (0, 0, 0)
+    assert set(agent_visible_memories(alice)) == {both, bob_only, carol_only}
+    assert_counts_exact()
+
+
+def test_one_statement_revoking_several_people_hides_their_memories_at_once(alice):
+    bob, carol, dan = person(alice, "Bob"), person(alice, "Carol"), person(alice, "Dan")
+    both = memory_create(
+        owner=alice,
+        body="a picnic",
+        participants=[ParticipantSpec(person=bob), ParticipantSpec(person=carol)],
+    )
+    told = memory_create(owner=alice, body="what Carol said", source_person=carol)
+    kept = memory_create(owner=alice, body="Dan's song", participants=[ParticipantSpec(person=dan)])
+
+    Person.objects.filter(pk__in=[bob.pk, carol.pk]).update(consent_status=ConsentStatus.REVOKED)
+
+    assert (blocked(both), blocked(told), blocked(kept)) == (2, 1, 0)
+    assert set(agent_visible_memories(alice)) == {kept}
+    assert_counts_exact()
+
+
+def test_changes_the_gate_does_not_read_write_no_gate_row(alice):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    memory_create(owner=alice, body="Bob's kite", participants=[ParticipantSpec(person=bob)])
+    before = gate_rows_written()
+
+    Person.objects.filter(pk=bob.pk).update(display_name="Robert", notes="likes kites")
+    # Pending -> revoked: still not granted.
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+
+    assert gate_rows_written() == before
+    assert_counts_exact()
+
+
+def test_self_flips_in_one_statement_with_other_people_recount_untagged_memories(alice):
+    own = Person.objects.get(owner=alice, is_self=True)
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    untagged = memory_create(owner=alice, body="I baked bread")
+    with_bob = memory_create(owner=alice, body="Bob and bread", participants=[ParticipantSpec(person=bob)])
+
+    Person.objects.filter(pk__in=[own.pk, bob.pk]).update(consent_status=ConsentStatus.REVOKED)
+    assert (blocked(untagged), blocked(with_bob)) == (1, 1)
+    Person.objects.filter(pk__in=[own.pk, bob.pk]).update(consent_status=ConsentStatus.GRANTED)
+    assert (blocked(untagged), blocked(with_bob)) == (0, 0)
+    # Self moving to another person of the same owner (is_self flips on both rows).
+    Person.objects.filter(pk=own.pk).update(consent_status=ConsentStatus.PENDING)
+    assert blocked(untagged) == 1
+    assert_counts_exact()
+
+
+def agents_ids_through_the_open_index(owner) -> list:
+    hits = memory_search(owner, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=10)
+    return [hit.memory.pk for hit in hits]
+
+
+def test_revocation_hides_memories_on_the_next_query_while_the_index_still_holds_them(alice, monkeypatch):
+    # The agents' vector index path, for a small owner: its dead entries stay in the
+    # index until VACUUM, and only the NOT EXISTS gate decides what comes back.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    bob, carol = person(alice, "Bob"), person(alice, "Carol")
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(4)]
+    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(3)]
+    assert set(agents_ids_through_the_open_index(alice)) == {m.pk for m in bobs + carols}
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in carols]
+    assert not MemoryGate.objects.filter(memory__in=bobs, blocked_count=0).exists()
+
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in bobs + carols]
+    assert_counts_exact()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bench_consent_prints_flip_times_and_the_index_after_a_bulk_revoke():
+    from io import StringIO
+
+    out = StringIO()
+    call_command("bench_consent", memories=300, sizes="5,40", rounds=1, queries=5, stdout=out)
+    text = out.getvalue()
+
+    for size, label in (
+        ("5", "withhold"),
+        ("40", "grant (old entries vacuumed)"),
+        ("40", "grant right after"),
+    ):
+        assert any(line.split()[:1] == [size] and label in line for line in text.splitlines()), (size, label)
+    # A 300-memory owner is searched exactly: recall is 1 in every state, and the
+    # revoked person's 40 memories are missing from no answer they belong in.
+    states = [
+        line for line in text.splitlines() if line.startswith(("all granted", "right after", "after VACUUM"))
+    ]
+    assert len(states) == 5
+    assert all(line.split()[-2] == "1.000" for line in states), states
+    assert "dead gate rows; autovacuum starts" in text
+    # Everyone is granted again at the end, every memory open.
+    owner_memories = Memory.objects.filter(owner__username="bench_consent")
+    assert MemoryGate.objects.filter(memory__in=owner_memories, blocked_count=0).count() == 300
+    call_command("bench_consent", clean=True, stdout=StringIO())
+    assert not owner_memories.exists()
