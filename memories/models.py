@@ -222,7 +222,7 @@ class MemoryGate(models.Model):
                 condition=models.Q(blocked_count=0),
                 name="memory_gate_open_hnsw",
                 m=24,
-                ef_construction=64,
+                ef_construction=128,
                 opclasses=["halfvec_cosine_ops"],
             ),
         ]
