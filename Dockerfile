@@ -26,8 +26,10 @@ RUN pip install --no-cache-dir -r requirements.txt
 
 COPY . .
 COPY --from=vendor /vendor/static/vendor/ static/vendor/
-# collectstatic needs a key but no database.
-RUN SECRET_KEY=build-only python manage.py collectstatic --no-input
+# collectstatic needs a key but no database; so does exporting the embedding model
+# to ONNX from the shipped weights (.models/, read by web and worker without torch).
+RUN SECRET_KEY=build-only python manage.py collectstatic --no-input \
+    && SECRET_KEY=build-only python manage.py export_embedding_model
 
 # Named volumes take the ownership of the directory they are mounted on: make the
 # backups and photos directories the app user's, or it could not write to them.

@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
 .PHONY: install run test services stop status chromium lint format bench vendor
 
+# Also exports the embedding model to ONNX from the shipped weights (nothing is
+# downloaded) into .models/ (git-ignored): the servers then run it without torch.
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) manage.py export_embedding_model
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -354,22 +354,47 @@ def memory_embed_batch(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
             id__in=[memory_id for memory_id, _, _ in claimed], embedding_claimed_at=claimed_at
         ).update(embedding_claimed_at=None)
         raise
-    stored: list[uuid.UUID] = []
-    with transaction.atomic():
-        for (memory_id, title, body), vector in zip(claimed, vectors, strict=True):
-            # Only if the text is still the text we encoded: an edit made while we
-            # were encoding wins, and its own task stores the newer vector.
-            written = Memory.objects.filter(
-                id=memory_id, title=title, body=body, embedded_at__isnull=True
-            ).update(
-                embedding=vector,
-                embedding_model=MODEL_NAME,
-                embedded_at=claimed_at,
-                embedding_claimed_at=None,
-            )
-            if written:
-                stored.append(memory_id)
-    return stored
+    return _memory_embeddings_store(
+        claimed=claimed, vectors=vectors, model_name=MODEL_NAME, embedded_at=claimed_at
+    )
+
+
+def _memory_embeddings_store(
+    *, claimed: list[tuple[uuid.UUID, str, str]], vectors, model_name: str, embedded_at: datetime
+) -> list[uuid.UUID]:
+    # One set-based UPDATE for the whole batch (one round trip and one plan, not
+    # one ORM update per row). Each row only if its text is still the text we
+    # encoded: an edit made while we were encoding wins, and its own task stores
+    # the newer vector. Returns the ids written, in claim order.
+    table = Memory._meta.db_table
+    as_vector = Memory._meta.get_field("embedding").get_prep_value
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {table} AS memory
+               SET embedding = encoded.embedding::vector,
+                   embedding_model = %s,
+                   embedded_at = %s,
+                   embedding_claimed_at = NULL
+              FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[])
+                   AS encoded(id, title, body, embedding)
+             WHERE memory.id = encoded.id
+               AND memory.title = encoded.title
+               AND memory.body = encoded.body
+               AND memory.embedded_at IS NULL
+         RETURNING memory.id
+            """,
+            [
+                model_name,
+                embedded_at,
+                [memory_id for memory_id, _, _ in claimed],
+                [title for _, title, _ in claimed],
+                [body for _, _, body in claimed],
+                [as_vector(vector) for vector in vectors],
+            ],
+        )
+        written = {row[0] for row in cursor.fetchall()}
+    return [memory_id for memory_id, _, _ in claimed if memory_id in written]
 
 
 def _similar_targets(*, memory_id: uuid.UUID, owner_id: int, embedding) -> list[tuple[uuid.UUID, float]]:

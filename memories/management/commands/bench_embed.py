@@ -1,81 +1,128 @@
-"""Throughput of the embedding path: batched encode + conditional DB write, vs one by one.
+"""Throughput of the embedding path: claim, encode and store, batched and one by one; query latency.
 
-    python manage.py bench_embed --n 2000
+    python manage.py bench_embed --n 2000 [--text words|vocabulary] [--backend onnx|torch]
 
-Runs in one transaction that is rolled back: nothing is left in the database,
-and no worker or sweep can see (or race for) the synthetic memories.
+Prints the backend (ONNX Runtime or PyTorch), its threads and the load average
+beside every figure: the machine is shared, and a figure without its load means
+little. Runs in one transaction that is rolled back: nothing is left in the
+database, and no worker or sweep can see (or race for) the synthetic memories.
 """
 
 from __future__ import annotations
 
-import random
+import os
+import statistics
 import time
 import uuid
+from pathlib import Path
 
+import numpy as np
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from memories import embeddings
+from memories.management.commands.bench_retrieval import Text
 from memories.models import Memory
 from memories.services import memory_edges_refresh_many, memory_embed_batch
-
-WORDS = (
-    "morning walk river dog park grandmother kitchen bread garden rain holiday train school "
-    "birthday cake friend music concert beach sand shells doctor appointment medicine tea "
-    "letter phone call brother sister market apples winter snow fire book library chess "
-    "football match bicycle hill picnic lake boat sunset dinner recipe laugh story"
-).split()
 
 
 class _Rollback(Exception):
     pass
 
 
+def _load() -> str:
+    return "load " + " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def _percentile(values: list[float], percent: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(percent / 100 * (len(ordered) - 1)))]
+
+
 class Command(BaseCommand):
-    help = "Print memories/s for computing and storing embeddings, batched and one by one."
+    help = (
+        "Print memories/s for computing and storing embeddings (batched and one by one) and the "
+        "query-embedding latency, with the backend, threads and load average."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--n", type=int, default=2000, help="memories embedded in one batch")
         parser.add_argument(
             "--one-by-one", type=int, default=200, help="memories embedded one call each (slow path)"
         )
+        parser.add_argument("--queries", type=int, default=200, help="short queries embedded one at a time")
         parser.add_argument("--edges", type=int, default=200, help="memories whose edges are recomputed")
+        parser.add_argument(
+            "--text",
+            choices=("words", "vocabulary"),
+            default="words",
+            help="words: English by real frequency, 10-80 words (default); vocabulary: the old 120 words",
+        )
+        parser.add_argument(
+            "--backend",
+            choices=("auto", "onnx", "torch"),
+            default="auto",
+            help="auto: what the servers use (ONNX when exported, else PyTorch)",
+        )
+        parser.add_argument("--onnx", type=Path, help="another ONNX file to measure (with --backend onnx)")
+        parser.add_argument("--threads", type=int, help="default: KEEPSAKE_EMBEDDING_THREADS")
         parser.add_argument("--seed", type=int, default=7)
 
-    def handle(self, *args, n: int, one_by_one: int, edges: int, seed: int, **options) -> None:
-        rng = random.Random(seed)
+    def handle(self, *args, n: int, one_by_one: int, queries: int, edges: int, **options) -> None:
+        threads = options["threads"] or embeddings.embedding_threads()
         started = time.perf_counter()
-        embeddings.embed_texts(["warm-up"])  # the model load is not part of the path
-        self.stdout.write(f"model loaded in {time.perf_counter() - started:.1f}s ({embeddings.MODEL_NAME})")
+        if options["onnx"]:
+            encoder = embeddings.OnnxEncoder(options["onnx"], threads=threads)
+        else:
+            backend = None if options["backend"] == "auto" else options["backend"]
+            encoder = embeddings.load_encoder(backend, threads=threads)
+        # Every caller (memory_embed_batch included) now uses this encoder.
+        embeddings._model = encoder
+        encoder.encode(["warm-up"])  # the model load is not part of the path
+        self.stdout.write(
+            f"model {embeddings.MODEL_NAME}: {embeddings.describe(encoder)}, {encoder.threads} thread(s), "
+            f"loaded in {time.perf_counter() - started:.1f}s; {os.cpu_count()} CPUs; {_load()}"
+        )
+        text = Text(options["text"], np.random.default_rng(options["seed"]))
         try:
             with transaction.atomic():
-                self._run(rng=rng, n=n, one_by_one=one_by_one, edges=edges)
+                self._run(text=text, n=n, one_by_one=one_by_one, edges=edges)
                 raise _Rollback
         except _Rollback:
             pass
+        if queries:
+            self._queries(text=text, count=queries)
 
-    def _run(self, *, rng: random.Random, n: int, one_by_one: int, edges: int) -> None:
+    def _run(self, *, text: Text, n: int, one_by_one: int, edges: int) -> None:
         owner = get_user_model().objects.create(username=f"bench-embed-{uuid.uuid4().hex[:8]}")
+        drafts = [text.memory() for _ in range(n + one_by_one)]
         memories = Memory.objects.bulk_create(
-            Memory(owner=owner, title=" ".join(rng.sample(WORDS, 3)), body=" ".join(rng.choices(WORDS, k=40)))
-            for _ in range(n + one_by_one)
+            Memory(owner=owner, title=title, body=body) for title, body in drafts
         )
         batch_ids = [memory.pk for memory in memories[:n]]
         single_ids = [memory.pk for memory in memories[n:]]
+        words = statistics.mean(len(f"{title} {body}".split()) for title, body in drafts)
+        self.stdout.write(f"text: {text.mode}, {words:.0f} words per memory on average")
 
         started = time.perf_counter()
         stored = memory_embed_batch(memory_ids=batch_ids)
         batched = time.perf_counter() - started
         assert len(stored) == n
-        self.stdout.write(f"batched:    {n} memories in {batched:.2f}s = {n / batched:.0f} memories/s")
+        self.stdout.write(
+            f"batched:    {n} memories in {batched:.2f}s = {n / batched:.0f} memories/s; {_load()}"
+        )
 
-        texts = list(Memory.objects.filter(pk__in=batch_ids[:one_by_one]).values_list("body", flat=True))
+        # The same texts again, encode only: what is left of the batched time is
+        # the claim and the writes (rows, triggers, index inserts).
+        texts = [f"{title}\n\n{body}" if title else body for title, body in drafts[:n]]
         started = time.perf_counter()
         embeddings.embed_texts(texts)
         encode_only = time.perf_counter() - started
         self.stdout.write(
-            f"  (encode alone, {len(texts)} texts batched: {len(texts) / encode_only:.0f} memories/s)"
+            f"  encode alone: {n / encode_only:.0f} memories/s ({encode_only:.2f}s); "
+            f"claim and write: {max(batched - encode_only, 0):.2f}s = "
+            f"{max(batched - encode_only, 0) / n * 1000:.2f} ms per memory; {_load()}"
         )
 
         if single_ids:
@@ -85,7 +132,7 @@ class Command(BaseCommand):
             single = time.perf_counter() - started
             self.stdout.write(
                 f"one by one: {len(single_ids)} memories in {single:.2f}s = "
-                f"{len(single_ids) / single:.0f} memories/s"
+                f"{len(single_ids) / single:.0f} memories/s; {_load()}"
             )
 
         if edges:
@@ -95,5 +142,17 @@ class Command(BaseCommand):
             elapsed = time.perf_counter() - started
             self.stdout.write(
                 f"edges:      {len(sample)} memories (of {n + one_by_one}) in {elapsed:.2f}s = "
-                f"{len(sample) / elapsed:.0f} memories/s"
+                f"{len(sample) / elapsed:.0f} memories/s; {_load()}"
             )
+
+    def _queries(self, *, text: Text, count: int) -> None:
+        questions = [text.query() for _ in range(count)]
+        timings = []
+        for question in questions:
+            started = time.perf_counter()
+            embeddings.embed_text(question)
+            timings.append((time.perf_counter() - started) * 1000)
+        self.stdout.write(
+            f"query embedding: {count} queries of {statistics.mean(len(q.split()) for q in questions):.1f} "
+            f"words, p50 {_percentile(timings, 50):.1f} ms, p95 {_percentile(timings, 95):.1f} ms; {_load()}"
+        )
