@@ -74,7 +74,7 @@ from memories.models import (
     Sensitivity,
 )
 from memories.selectors import MemoryFilters, memory_apply_filters
-from people.models import ConsentStatus, Person
+from people.models import ConsentStatus, Person, circle_audience
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,11 @@ EXACT_FALLBACK_MAX_MEMORIES = 20_000
 ANN_EF_SEARCH = 100
 # relaxed_order returns rows only roughly by distance: fetch twice k, re-sort.
 ANN_OVERFETCH = 2
+# ef_search grows with what is fetched: hybrid search asks each side for 20
+# (FUSION_DEPTH_MIN), and at ef_search 100 the owner's 20 nearest came back with
+# recall ~0.99, which cost the fused top ten 1% against exact (bench_retrieval,
+# 100k memories, realistic text); five candidates per row fetched (200) gave 1.000.
+ANN_EF_PER_FETCHED = 5
 # Bounded on purpose: past this many visited tuples pgvector stops exploring and
 # only drains the candidates it already holds, so a query nothing can satisfy
 # ends instead of walking the whole graph (default 20,000).
@@ -127,7 +132,7 @@ EXACT_CANDIDATES_OVERFETCH = 4
 # The full-text side ranks at most this many of the memories a query matches
 # (see _text_matches): queries that match more are too broad for ts_rank to
 # tell them apart usefully, and reading that many text vectors is what costs.
-TEXT_CANDIDATES_MAX = 2_000
+TEXT_CANDIDATES_MAX = 3_000
 
 
 @dataclass(frozen=True)
@@ -269,6 +274,62 @@ def _is_placeholder(param: object) -> bool:
     return type(param) is int and param == _OWNER_PLACEHOLDER
 
 
+# A circle's gate the same way: compiled once per shape (agent or not, read by
+# several or not, how many viewers) with placeholder circle and viewers.
+_CIRCLE_PLACEHOLDER = uuid.UUID("00000000-0000-4000-8000-00000000c1c1")
+_VIEWER_PLACEHOLDER = -1_000_000_100
+_COMPILED_CIRCLE_SCOPES: dict[tuple[bool, bool, int], tuple[str, tuple]] = {}
+
+
+def _compiled_circle_scope(
+    circle_id: uuid.UUID | str, viewers: list[int], *, for_agent: bool, read_by_several: bool
+) -> tuple[str, list]:
+    """circle_visible_memories(...) as SQL selecting (id, embedding), and its parameters."""
+    viewers = sorted(set(viewers))
+    key = (for_agent, read_by_several, len(viewers))
+    placeholders = [_VIEWER_PLACEHOLDER - index for index in range(len(viewers))]
+    compiled = _COMPILED_CIRCLE_SCOPES.get(key)
+    if compiled is None:
+        scope = circle_visible_memories(
+            _CIRCLE_PLACEHOLDER, placeholders, for_agent=for_agent, read_by_several=read_by_several
+        )
+        sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+        compiled = _COMPILED_CIRCLE_SCOPES[key] = (sql, tuple(params))
+    sql, params = compiled
+    circle = uuid.UUID(str(circle_id))
+    # The gate sorts its viewers, so the i-th smallest placeholder stands for the i-th smallest viewer.
+    swap: dict[object, object] = dict(zip(sorted(placeholders), viewers, strict=True))
+    swap |= {
+        _CIRCLE_PLACEHOLDER: circle,
+        str(_CIRCLE_PLACEHOLDER): str(circle),
+        circle_audience(_CIRCLE_PLACEHOLDER): circle_audience(circle),
+    }
+
+    def swapped(param: object) -> object:
+        if type(param) in (int, str, uuid.UUID) and param in swap:
+            return swap[param]
+        if isinstance(param, list | tuple):
+            return type(param)(swapped(item) for item in param)
+        return param
+
+    filled = [swapped(param) for param in params]
+    if any(_mentions_placeholder(param) for param in filled):
+        # A parameter in a form not swapped above: compile this one afresh.
+        scope = circle_visible_memories(
+            circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+        )
+        return _scope_sql(scope)
+    return sql, filled
+
+
+def _mentions_placeholder(param: object) -> bool:
+    if isinstance(param, list | tuple):
+        return any(_mentions_placeholder(item) for item in param)
+    if type(param) is int:
+        return _VIEWER_PLACEHOLDER - 1_000 < param <= _VIEWER_PLACEHOLDER
+    return str(_CIRCLE_PLACEHOLDER) in str(param)
+
+
 def _scope_sql(scope: QuerySet[Memory]) -> tuple[str, list]:
     """A scope (with filters) compiled now, selecting (id, embedding): the uncached case."""
     sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
@@ -322,7 +383,6 @@ def circle_visible_memories(
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
     from circles.models import CircleMembership, MemoryShare
-    from people.models import circle_audience
 
     viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
     if not viewers:
@@ -422,7 +482,7 @@ def _approximate_neighbours(
     scope: QuerySet[Memory], embedding: Sequence[float], fetch: int
 ) -> list[tuple[uuid.UUID, float]]:
     """The owner's path: HNSW over all memories (memory_embedding_hnsw)."""
-    _set_hnsw(ef_search=max(fetch, ANN_EF_SEARCH), max_scan_tuples=ANN_MAX_SCAN_TUPLES)
+    _set_hnsw(ef_search=max(fetch * ANN_EF_PER_FETCHED, ANN_EF_SEARCH), max_scan_tuples=ANN_MAX_SCAN_TUPLES)
     rows = (
         scope.filter(embedding__isnull=False)
         .annotate(distance=CosineDistance("embedding", embedding))
@@ -444,7 +504,7 @@ def _open_index_neighbours(
     with its full-precision distance. Written as SQL around the compiled scope
     because building the same join in the ORM costs more than running it.
     """
-    _set_hnsw(ef_search=max(fetch, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
+    _set_hnsw(ef_search=max(fetch * ANN_EF_PER_FETCHED, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
     scope_sql, scope_params = visible
     vector = Vector(embedding).to_text()
     with connection.cursor() as cursor:
@@ -1016,14 +1076,18 @@ def _among_open_shares(
 
 
 def _circle_neighbours(
-    scope: QuerySet[Memory],
+    scope: Callable[[], QuerySet[Memory]],
     embedding: Sequence[float],
     *,
+    visible: tuple[str, list],
     circle_id: uuid.UUID | str,
     viewers: list[int],
     limit: int,
 ) -> list[tuple[uuid.UUID, float]]:
     """Nearest memories among what the circle's viewers may see (`scope`: circle_visible_memories).
+
+    `scope` builds the gate's queryset for the exact paths; `visible` is its SQL,
+    compiled already (_compiled_circle_scope), for the index path.
 
     Strategy from the maintained share count (a hint; `scope` still decides):
     none open → []; few → exact among them; many → the open shares' HNSW index,
@@ -1047,23 +1111,23 @@ def _circle_neighbours(
                 [*params, vector, fetch],
             )
             candidates = [row[0] for row in cursor.fetchall()]
-        rows = _exact_neighbours(scope.filter(pk__in=candidates), embedding, limit)
+        rows = _exact_neighbours(scope().filter(pk__in=candidates), embedding, limit)
         if len(rows) < limit and open_count > fetch:
-            return _exact_neighbours(_among_open_shares(scope, circle_id, viewers), embedding, limit)
+            return _exact_neighbours(_among_open_shares(scope(), circle_id, viewers), embedding, limit)
         return rows
     sparse = open_count <= OPEN_ANN_SPARSE_MAX
     _set_hnsw(
         ef_search=max(limit * ANN_OVERFETCH, CIRCLE_ANN_SPARSE_EF_SEARCH if sparse else CIRCLE_ANN_EF_SEARCH),
         max_scan_tuples=CIRCLE_ANN_MAX_SCAN_TUPLES,
     )
-    visible = scope.filter(embedding__isnull=False).order_by().values_list("pk", "embedding")
-    scope_sql, scope_params = visible.query.sql_with_params()
+    scope_sql, scope_params = visible
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT visible.id, visible.embedding <=> %s::vector "
             f"FROM ({scope_sql}) AS visible (id, embedding) "
             f"JOIN {_share_table()} s ON s.memory_id = visible.id "
             "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
+            "AND visible.embedding IS NOT NULL "
             "ORDER BY s.embedding <=> %s::halfvec LIMIT %s",
             [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
         )
@@ -1078,10 +1142,10 @@ def _circle_neighbours(
         )
         own_blocked = [row[0] for row in cursor.fetchall()]
     if own_blocked:
-        rows += _exact_neighbours(scope.filter(pk__in=own_blocked), embedding, limit)
+        rows += _exact_neighbours(scope().filter(pk__in=own_blocked), embedding, limit)
     rows = _by_distance(rows)[:limit]
     if len(rows) < limit and _circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP) <= CIRCLE_COUNT_CAP:
-        return _exact_neighbours(_among_open_shares(scope, circle_id, viewers), embedding, limit)
+        return _exact_neighbours(_among_open_shares(scope(), circle_id, viewers), embedding, limit)
     return rows
 
 
@@ -1109,11 +1173,21 @@ def circle_memory_search(
     depth = max(limit, FUSION_DEPTH_MIN)
     with transaction.atomic():
         viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
-        scope = circle_visible_memories(
+        if not viewers:
+            return []
+
+        def scope() -> QuerySet[Memory]:
+            return circle_visible_memories(
+                circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+            )
+
+        visible = _compiled_circle_scope(
             circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
         )
         nearest = (
-            _circle_neighbours(scope, embedding, circle_id=circle_id, viewers=viewers, limit=depth)
+            _circle_neighbours(
+                scope, embedding, visible=visible, circle_id=circle_id, viewers=viewers, limit=depth
+            )
             if embedding is not None
             else []
         )
@@ -1123,7 +1197,6 @@ def circle_memory_search(
         candidates = Memory.objects.filter(
             Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
         )
-        visible = _scope_sql(scope)
         text = _text_matches(
             visible, query, depth, candidates=_candidates_sql(candidates), embedding=embedding
         )

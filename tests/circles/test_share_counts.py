@@ -182,3 +182,21 @@ def test_the_timeline_walks_shares_newest_first(alice, bob, family):
         made.append((days, memory.pk))
     assert [m.pk for m in circle_memory_timeline(family.pk, [bob.pk])] == [pk for _, pk in sorted(made)]
     assert CircleMembership.objects.filter(circle=family, user=bob).exists()
+
+
+@pytest.mark.parametrize("for_agent", [False, True])
+@pytest.mark.parametrize("several", [False, True])
+def test_compiled_circle_gate_is_what_the_orm_compiles(alice, bob, family, mallory, for_agent, several):
+    # The circle's gate is compiled once per shape with placeholders; for every circle
+    # and set of viewers it must be exactly the statement the ORM compiles.
+    from memories import retrieval
+
+    other = circle_create(owner=mallory, name="Other", description="")
+    shape = {"for_agent": for_agent, "read_by_several": several}
+    cases = ((family, [bob.pk]), (family, [bob.pk, alice.pk]), (other, [mallory.pk]), (family, [alice.pk]))
+    for circle, viewers in cases:
+        fresh = circle_visible_memories(circle.pk, viewers, **shape)
+        sql, params = fresh.order_by().values_list("pk", "embedding").query.sql_with_params()
+        compiled = retrieval._compiled_circle_scope(circle.pk, viewers, **shape)
+        assert compiled == (sql, list(params))
+        assert not any(retrieval._mentions_placeholder(param) for param in compiled[1])
