@@ -316,6 +316,13 @@ MEMORY_EMBEDDINGS_BULK_BATCH_SIZE = env.int("MEMORY_EMBEDDINGS_BULK_BATCH_SIZE",
 MEMORY_EDGES_BULK_BATCH_SIZE = env.int("MEMORY_EDGES_BULK_BATCH_SIZE", default=16)
 CELERY_BEAT_SCHEDULE: dict = {
     "memories-sweep": {"task": "memories.sweep", "schedule": float(MEMORY_SWEEP_INTERVAL)},
+    # Gate rows a grant opened go into the agents' vector index off the request
+    # (memories/gate_index.py); the grant queues that itself, this catches a lost publish.
+    "memories-index-opened-gates": {
+        "task": "memories.index_opened_gates",
+        "schedule": float(MEMORY_SWEEP_INTERVAL),
+        "options": {"queue": MEMORY_EMBEDDINGS_BULK_QUEUE, "expires": MEMORY_SWEEP_INTERVAL * 2},
+    },
 }
 
 # --- Memory lifecycle (memories/lifecycle.py) --------------------------------

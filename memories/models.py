@@ -206,6 +206,14 @@ class MemoryGate(models.Model):
     # nothing blocks form the partial HNSW index below: the vector index agents
     # search, in which (by the count) every entry can pass the gate.
     embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, editable=False)
+    # Whether an open row is in the agents' HNSW index (migration 0009), kept by the
+    # same triggers: false when the row becomes blocked or loses its embedding, true
+    # when an open row gets a new embedding, unchanged when a row only opens (a
+    # grant). memories.index_opened_gates sets it for open rows off the request, so a
+    # grant never pays the index inserts; until then the search finds those rows
+    # through memory_gate_unindexed_idx. It decides which index a row is found
+    # through, nothing more.
+    indexed = models.BooleanField(db_default=False, editable=False)
 
     class Meta:
         indexes = [
@@ -219,11 +227,18 @@ class MemoryGate(models.Model):
             ),
             HnswIndex(
                 fields=["embedding"],
-                condition=models.Q(blocked_count=0),
+                condition=models.Q(blocked_count=0, indexed=True),
                 name="memory_gate_open_hnsw",
                 m=24,
                 ef_construction=128,
                 opclasses=["halfvec_cosine_ops"],
+            ),
+            # The owner's open rows not in the HNSW index yet (opened by a grant, the
+            # task not run yet): searched exactly beside it. Usually empty.
+            models.Index(
+                fields=["owner"],
+                condition=models.Q(blocked_count=0, indexed=False, embedding__isnull=False),
+                name="memory_gate_unindexed_idx",
             ),
         ]
 

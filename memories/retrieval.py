@@ -503,6 +503,11 @@ def _open_index_neighbours(
     memory it yields against the gate, stop at `fetch` that pass; each returned
     with its full-precision distance. Written as SQL around the compiled scope
     because building the same join in the ORM costs more than running it.
+
+    The index holds the open rows that are `indexed`; the ones a grant opened
+    since the last memories.index_opened_gates run are searched exactly beside it
+    (_unindexed_open_neighbours) and merged by distance, so a memory a grant opens
+    is found on the very next query.
     """
     _set_hnsw(ef_search=max(fetch * ANN_EF_PER_FETCHED, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
     scope_sql, scope_params = visible
@@ -512,12 +517,46 @@ def _open_index_neighbours(
             f"SELECT visible.id, visible.embedding <=> %s::vector "
             f"FROM ({scope_sql}) AS visible (id, embedding) "
             f"JOIN {MemoryGate._meta.db_table} gate ON gate.memory_id = visible.id "
-            "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.embedding IS NOT NULL "
-            "AND visible.embedding IS NOT NULL "
+            "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.indexed "
+            "AND gate.embedding IS NOT NULL AND visible.embedding IS NOT NULL "
             "ORDER BY gate.embedding <=> %s::halfvec LIMIT %s",
             [vector, *scope_params, owner_id, vector, fetch],
         )
-        return _by_distance(cursor.fetchall())
+        rows = cursor.fetchall()
+    rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
+    return _by_distance(rows)[:fetch]
+
+
+def _unindexed_open_neighbours(
+    visible: tuple[str, list], vector: str, *, owner_id: int, fetch: int
+) -> list[tuple[uuid.UUID, float]]:
+    """Exact search among the owner's open rows not in the agents' index yet (memory_gate_unindexed_idx).
+
+    Usually there are none, and one probe of that (empty) partial index says so
+    before the gate's statement is planned. Otherwise every such row that passes
+    `visible` is ranked at full precision (+ 0: a sort, never an HNSW index; see
+    _open_candidates_neighbours): exact, so the merge with the index's answer
+    misses none of them. There are as many as the last grants opened, until the
+    task has run (seconds).
+    """
+    gate = MemoryGate._meta.db_table
+    unindexed = (
+        f"SELECT memory_id FROM {gate} WHERE owner_id = %s AND blocked_count = 0 AND NOT indexed "
+        "AND embedding IS NOT NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS ({unindexed})", [owner_id])
+        if not cursor.fetchone()[0]:
+            return []
+        scope_sql, scope_params = visible
+        cursor.execute(
+            f"SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"WHERE visible.id = ANY(ARRAY({unindexed})) AND visible.embedding IS NOT NULL "
+            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s",
+            [vector, *scope_params, owner_id, vector, fetch],
+        )
+        return cursor.fetchall()
 
 
 def _open_candidates_neighbours(
@@ -576,6 +615,13 @@ def _owner_has_more_than(owner_id: int, count: int) -> bool:
 # - too low (counted as open while blocked): the memory is a candidate, and the
 #   NOT EXISTS gate removes it.
 # Never a leak, in either direction.
+#
+# MemoryGate.indexed (migration 0009) cannot leak either: among the rows the count
+# calls open it only decides which index a row is found through, the agents' HNSW
+# index (indexed) or the exact search beside it (not indexed, _unindexed_open_neighbours);
+# both statements run on the same `visible` gate. A wrong flag can only make a row
+# found the slower way, or (a row marked indexed that the index lacks) missed by the
+# search: a result too small, never a blocked memory shown.
 
 
 def _open_count(owner_id: int) -> int:

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
-from memories import kind_inference, lifecycle, services, supersession
+from memories import gate_index, kind_inference, lifecycle, services, supersession
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +164,37 @@ def sweep() -> int:
     if queued:
         logger.info("Sweep queued %d memories.", queued)
     return queued
+
+
+# --- The agents' vector index after a grant (memories/gate_index.py) ------------------
+
+# Seconds one index_opened_gates run spends before it hands the rest to a fresh
+# task: the worker takes its other queue in between.
+GATE_INDEX_RUN_SECONDS = 2.0
+
+
+def queue_gate_indexing(owner_id: int | None) -> None:
+    """After commit, put the gate rows this transaction opened into the agents' index (bulk queue).
+
+    A lost publish only delays the index: the beat runs the task too, and until
+    it has, searches find those rows exactly (retrieval._unindexed_open_neighbours).
+    """
+    transaction.on_commit(
+        lambda: enqueue(index_opened_gates, owner_id, queue=settings.MEMORY_EMBEDDINGS_BULK_QUEUE)
+    )
+
+
+@shared_task(name="memories.index_opened_gates", soft_time_limit=50, time_limit=60, **RETRY_OPTIONS)
+def index_opened_gates(owner_id: int | None = None) -> int:
+    """Bulk queue and beat: index the open, embedded, unindexed gate rows (the owner's, or all).
+
+    Idempotent (rows are claimed FOR UPDATE SKIP LOCKED, the condition re-checked):
+    duplicates and redeliveries are harmless. Returns how many rows it indexed.
+    """
+    indexed, more = gate_index.gate_rows_index_opened(owner_id=owner_id, max_seconds=GATE_INDEX_RUN_SECONDS)
+    if more:
+        enqueue(index_opened_gates, owner_id, queue=settings.MEMORY_EMBEDDINGS_BULK_QUEUE)
+    return indexed
 
 
 # --- Lifecycle (memories/lifecycle.py, memories/supersession.py) ---------------------

@@ -202,6 +202,12 @@ def person_set_consent(
         if old_status == status:
             return None
         Person.objects.filter(pk=person.pk).update(consent_status=status, consent_updated_at=now)
+        if status == ConsentStatus.GRANTED:
+            from memories.tasks import queue_gate_indexing
+
+            # The memories this opened reach the agents' vector index after commit,
+            # not in this transaction (memories/gate_index.py).
+            queue_gate_indexing(person.owner_id)
         person.consent_status = status
         person.consent_updated_at = now
         # The trigger has written the status; the reason and who decided are ours.

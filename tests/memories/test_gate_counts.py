@@ -17,6 +17,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memories.gate_index import gate_rows_index_opened
 from memories.models import Memory, MemoryGate, MemoryParticipant
 from memories.retrieval import agent_visible_memories, memory_search
 from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
@@ -74,6 +75,14 @@ def same_at_half_precision(copy, original) -> bool:
     # The database rounds float4 -> float2 itself; allow one unit in the last place.
     expected = np.asarray(original, dtype=np.float32).astype(np.float16)
     return copy is not None and np.allclose(copy, expected, rtol=1e-3, atol=1e-6)
+
+
+def assert_indexed_consistent() -> None:
+    """Only open rows with a vector are in the agents' index (`indexed`, migration 0009)."""
+    wrongly_indexed = MemoryGate.objects.filter(indexed=True).exclude(
+        blocked_count=0, embedding__isnull=False
+    )
+    assert not wrongly_indexed.exists()
 
 
 def unit(seed: int) -> list[float]:
@@ -277,6 +286,7 @@ operation = st.one_of(
     st.tuples(st.just("delete_memory"), st.integers(0, 9), st.none()),
     st.tuples(st.just("delete_person"), st.integers(0, 5), st.none()),
     st.tuples(st.just("embed"), st.integers(0, 9), st.none() | st.integers(0, 3)),
+    st.tuples(st.just("index"), st.none(), st.none()),
 )
 
 
@@ -297,6 +307,11 @@ def test_counts_and_copies_stay_exact_under_any_sequence_of_changes(statuses, op
             return memories[index % len(memories)] if memories else None
 
         for name, first, second in operations:
+            blocked_before = set(
+                MemoryGate.objects.filter(owner=owner, blocked_count__gt=0).values_list(
+                    "memory_id", flat=True
+                )
+            )
             if name == "create":
                 memories.append(
                     memory_create(
@@ -308,6 +323,15 @@ def test_counts_and_copies_stay_exact_under_any_sequence_of_changes(statuses, op
                 )
             elif name == "consent":
                 person_set_consent(person=people[first], status=second, actor=owner)
+                # What a consent change opens stays out of the agents' HNSW index (the
+                # task puts it in, off the request).
+                opened = MemoryGate.objects.filter(memory_id__in=blocked_before, blocked_count=0)
+                assert not opened.filter(indexed=True).exists()
+            elif name == "index":
+                gate_rows_index_opened(owner_id=owner.pk)
+                assert not MemoryGate.objects.filter(
+                    owner=owner, blocked_count=0, embedding__isnull=False, indexed=False
+                ).exists()
             elif name == "self_consent":
                 own = Person.objects.get(owner=owner, is_self=True)
                 person_set_consent(person=own, status=second, actor=owner)
@@ -342,9 +366,18 @@ def test_counts_and_copies_stay_exact_under_any_sequence_of_changes(statuses, op
                 memory_delete(memory=memory)
                 memories.remove(memory)
             elif name == "embed":
+                old_copy = copy_of(memory)
                 Memory.objects.filter(pk=memory.pk).update(embedding=None if second is None else unit(second))
+                gate = MemoryGate.objects.get(memory=memory)
+                if (
+                    gate.blocked_count == 0
+                    and second is not None
+                    and not same_at_half_precision(old_copy, unit(second))
+                ):
+                    assert gate.indexed  # a new vector on an open memory: indexed at once
             assert_counts_exact()
             assert_copies_exact()
+            assert_indexed_consistent()
         # And the count agrees with the authoritative gate: 0 exactly when the
         # participants/source part of the gate lets the memory through.
         open_ids = set(
