@@ -6,6 +6,11 @@ rewrites each of their memories once, and a statement changing nothing the gate
 reads writes no gate row. Whatever the agents' vector index still holds (dead
 entries until VACUUM), a revoked person's memories are gone from agents' results
 on the next query, because the NOT EXISTS gate filters every result.
+
+A grant leaves the memories it opens out of the agents' HNSW index (gate rows
+`indexed = false`, migration 0009): memories.index_opened_gates puts them in
+after commit. Until it has, the agents' search finds them exactly beside the
+index, so they are found on the next query all the same.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from memories import retrieval
+from memories import gate_index, retrieval, tasks
 from memories.models import Memory, MemoryGate
 from memories.retrieval import agent_visible_memories, memory_search
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_set_consent
-from tests.memories.test_gate_counts import assert_counts_exact, blocked, person
+from tests.memories.test_gate_counts import assert_counts_exact, assert_indexed_consistent, blocked, person
+from tests.memories.test_tasks import private_broker, queued_messages  # noqa: F401 (fixture used by name)
 
 pytestmark = pytest.mark.django_db
 
@@ -143,6 +149,162 @@ def test_revocation_hides_memories_on_the_next_query_while_the_index_still_holds
     assert_counts_exact()
 
 
+def indexed(memories: list[Memory]) -> set[bool]:
+    return set(MemoryGate.objects.filter(memory__in=memories).values_list("indexed", flat=True))
+
+
+def unindexed_neighbours(owner) -> list:
+    """What the agents' index path finds beside the HNSW index: the open rows it does not hold yet."""
+    visible = retrieval._compiled_scope(owner, respect_consent=True)
+    rows = retrieval._unindexed_open_neighbours(
+        visible, retrieval.Vector(toward(0.0)).to_text(), owner_id=owner.pk, fetch=20
+    )
+    return [memory_id for memory_id, _ in rows]
+
+
+@pytest.fixture
+def index_path(monkeypatch):
+    """Agents' searches through the open-gate HNSW index (and the exact search beside it)."""
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
+
+
+def test_memories_a_grant_opens_are_found_at_once_and_indexed_by_the_task(alice, index_path):
+    bob, carol = person(alice, "Bob", ConsentStatus.PENDING), person(alice, "Carol")
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(4)]
+    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(3)]
+    # Embedded while open: in the index at once. Embedded while blocked: not.
+    assert (indexed(carols), indexed(bobs)) == ({True}, {False})
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in carols]
+
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+
+    # Open, but the grant inserted nothing into the HNSW index ...
+    assert {blocked(m) for m in bobs} == {0} and indexed(bobs) == {False}
+    # ... and the search finds them on the next query, beside it.
+    assert unindexed_neighbours(alice) == [m.pk for m in bobs]
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in bobs + carols]
+
+    assert tasks.index_opened_gates(alice.pk) == 4
+
+    assert indexed(bobs) == {True}
+    assert unindexed_neighbours(alice) == []  # found through the HNSW index alone now
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in bobs + carols]
+    assert tasks.index_opened_gates(alice.pk) == 0  # run again: nothing to do
+    assert_counts_exact()
+    assert_indexed_consistent()
+
+
+@pytest.mark.parametrize("task_ran", [False, True])
+def test_revocation_is_immediate_whether_or_not_the_task_has_indexed_the_grant(alice, index_path, task_ran):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
+    kept = embedded(alice, "mine", [], angle=0.4)
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+    if task_ran:
+        tasks.index_opened_gates(alice.pk)
+    assert agents_ids_through_the_open_index(alice) == [m.pk for m in bobs] + [kept.pk]
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+
+    assert agents_ids_through_the_open_index(alice) == [kept.pk]
+    assert indexed(bobs) == {False}  # a later grant will not insert them synchronously either
+    assert unindexed_neighbours(alice) == []
+    assert_indexed_consistent()
+
+
+def test_a_new_embedding_on_an_open_memory_is_indexed_at_once_and_a_lost_one_leaves(alice):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    own = memory_create(owner=alice, body="a walk")
+    with_bob = memory_create(owner=alice, body="Bob's walk", participants=[ParticipantSpec(person=bob)])
+    assert (indexed([own]), indexed([with_bob])) == ({False}, {False})  # nothing to index yet
+
+    Memory.objects.filter(pk__in=[own.pk, with_bob.pk]).update(embedding=toward(0.2))
+    assert (indexed([own]), indexed([with_bob])) == ({True}, {False})
+
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+    assert indexed([with_bob]) == {False}  # opened by a grant: left to the task
+    # The worker storing a new vector (the text was edited) indexes an open row at once.
+    Memory.objects.filter(pk=with_bob.pk).update(embedding=toward(0.3))
+    assert indexed([with_bob]) == {True}
+    # The text edited: no vector, out of the index.
+    Memory.objects.filter(pk=own.pk).update(embedding=None)
+    assert indexed([own]) == {False}
+    assert_indexed_consistent()
+
+
+def test_the_sweep_indexes_every_owner_and_a_long_backlog_is_handed_to_a_fresh_task(
+    alice,
+    mallory,
+    monkeypatch,
+    settings,
+    private_broker,  # noqa: F811
+):
+    monkeypatch.setattr(gate_index, "INDEX_BATCH_SIZE", 2)
+    monkeypatch.setattr(tasks, "GATE_INDEX_RUN_SECONDS", 0)
+    bob, dan = person(alice, "Bob", ConsentStatus.PENDING), person(mallory, "Dan", ConsentStatus.PENDING)
+    opened = [embedded(alice, f"Bob {n}", [bob], angle=0.1 * n) for n in range(3)]
+    opened += [embedded(mallory, f"Dan {n}", [dan], angle=0.1 * n) for n in range(2)]
+    Person.objects.filter(pk__in=[bob.pk, dan.pk]).update(consent_status=ConsentStatus.GRANTED)
+    assert indexed(opened) == {False}
+
+    # One batch (the time is up at once), then a fresh task on the bulk queue for the rest.
+    assert tasks.index_opened_gates() == 2
+    assert queued_messages(private_broker, settings.MEMORY_EMBEDDINGS_BULK_QUEUE) == [
+        ("memories.index_opened_gates", [None])
+    ]
+    assert queued_messages(private_broker) == []
+    assert tasks.index_opened_gates() == 2
+    assert tasks.index_opened_gates() == 1  # a short batch: done, nothing queued
+    assert len(queued_messages(private_broker, settings.MEMORY_EMBEDDINGS_BULK_QUEUE)) == 2
+    assert indexed(opened) == {True}
+    assert_indexed_consistent()
+
+
+def test_a_grant_queues_the_indexing_after_commit_on_the_bulk_queue(
+    alice,
+    settings,
+    private_broker,  # noqa: F811
+    django_capture_on_commit_callbacks,
+):
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    embedded(alice, "Bob's kite", [bob], angle=0.1)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+    assert queued_messages(private_broker, settings.MEMORY_EMBEDDINGS_BULK_QUEUE) == []
+    with django_capture_on_commit_callbacks(execute=True):
+        person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+
+    assert queued_messages(private_broker, settings.MEMORY_EMBEDDINGS_BULK_QUEUE) == [
+        ("memories.index_opened_gates", [alice.pk])
+    ]
+    beat = [
+        entry
+        for entry in settings.CELERY_BEAT_SCHEDULE.values()
+        if entry["task"] == tasks.index_opened_gates.name
+    ]
+    assert beat and beat[0]["options"]["queue"] == settings.MEMORY_EMBEDDINGS_BULK_QUEUE
+
+
+def test_the_task_indexes_no_blocked_row(alice):
+    bob, carol = person(alice, "Bob", ConsentStatus.PENDING), person(alice, "Carol", ConsentStatus.PENDING)
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.1 * n) for n in range(2)]
+    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.1 * n) for n in range(2)]
+    Person.objects.filter(pk__in=[bob.pk, carol.pk]).update(consent_status=ConsentStatus.GRANTED)
+    # A row changed behind the triggers' back to look open-and-unindexed but blocked
+    # stays out: the claim re-checks blocked_count.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories_memorygate SET blocked_count = 1 WHERE memory_id = %s", [carols[0].pk]
+        )
+
+    assert gate_index.gate_rows_index_opened(owner_id=alice.pk) == (3, False)
+    assert indexed(bobs) == {True} and indexed([carols[0]]) == {False} and indexed([carols[1]]) == {True}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_bench_consent_prints_flip_times_and_the_index_after_a_bulk_revoke():
     from io import StringIO
@@ -168,5 +330,7 @@ def test_bench_consent_prints_flip_times_and_the_index_after_a_bulk_revoke():
     # Everyone is granted again at the end, every memory open.
     owner_memories = Memory.objects.filter(owner__username="bench_consent")
     assert MemoryGate.objects.filter(memory__in=owner_memories, blocked_count=0).count() == 300
+    # ... and in the agents' index: the bench ran the indexing task after each grant.
+    assert not MemoryGate.objects.filter(memory__in=owner_memories, indexed=False).exists()
     call_command("bench_consent", clean=True, stdout=StringIO())
     assert not owner_memories.exists()

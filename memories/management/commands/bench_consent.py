@@ -5,15 +5,20 @@ random vectors, one bucket person per 1% of memories, all granted), then adds a
 few "flip" people, each in a fixed number of that owner's memories (default 100,
 1,000 and 10,000, disjoint). Then:
 
-- For each flip person, rounds of withhold -> VACUUM -> grant -> VACUUM, each
-  consent change made through people.services.person_set_consent, the service
-  the web page and the API call, and timed with its commit. The VACUUM between
-  measures a grant as it happens in life: the memories' old entries have long
-  left the agents' index. One more grant right after a withhold (no VACUUM
-  between) shows the cheaper case of a quick undo.
+- For each flip person, rounds of withhold -> VACUUM -> grant -> index task ->
+  VACUUM, each consent change made through people.services.person_set_consent,
+  the service the web page and the API call, and timed with its commit. The
+  VACUUM between measures a grant as it happens in life: the memories' old
+  entries have long left the agents' index. One more grant right after a
+  withhold (no VACUUM between) shows the case of a quick undo. A grant leaves
+  the memories it opens out of the agents' HNSW index; the task
+  memories.index_opened_gates puts them in after commit. The bench runs that
+  task's work itself, timed apart, after each grant (the grant's own publish
+  goes to a broker database of the bench's own, so no running worker races it).
 - The bulk revoke: agents' nearest-neighbour p50/p95 and recall@k (against exact
   gated search, in the same state) before, right after withholding the largest
-  flip person, after VACUUM, right after granting again, and after VACUUM.
+  flip person, after VACUUM, right after granting again (its memories found
+  beside the index), after the index task, and after VACUUM.
 
 Prints figures with the load average (tests never assert on time).
 """
@@ -22,12 +27,16 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from memories.gate_index import gate_rows_index_opened
 from memories.management.commands.bench_retrieval import (
     Measured,
     SeededOwner,
@@ -50,6 +59,10 @@ from people.services import person_set_consent
 BENCH_USERNAME = "bench_consent"
 FLIP_NAME = "Bench flip {size}"
 GATE_TABLE = "memories_memorygate"
+# The grants' task publishes go to this Valkey database, not to the broker a worker
+# reads (the bench runs the task's work itself, timed); its queue is emptied at the end.
+# (Tests use 12-15.)
+BENCH_BROKER_DB = 10
 
 
 class Command(BaseCommand):
@@ -97,7 +110,8 @@ class Command(BaseCommand):
             raise CommandError(
                 "The flip people's memories are disjoint: --sizes must add up to --memories at most."
             )
-        self._run(options, sizes)
+        with _private_broker():
+            self._run(options, sizes)
 
     def _run(self, options: dict, sizes: list[int]) -> None:
         from memories import retrieval
@@ -162,18 +176,22 @@ class Command(BaseCommand):
         )
         for size in sizes:
             person = flips[size]
-            withheld, granted = [], []
+            withheld, granted, indexing = [], [], []
             for _ in range(options["rounds"]):
                 withheld.append(_timed_consent(person, ConsentStatus.REVOKED, owner))
                 _vacuum()
                 granted.append(_timed_consent(person, ConsentStatus.GRANTED, owner))
+                indexing.append(_timed_indexing(seeded.user_id))
                 _vacuum()
             withheld.append(_timed_consent(person, ConsentStatus.REVOKED, owner))
             quick_undo = _timed_consent(person, ConsentStatus.GRANTED, owner)
+            undo_indexing = _timed_indexing(seeded.user_id)
             _vacuum()
             self._flip_line(size, "withhold", withheld)
             self._flip_line(size, "grant (old entries vacuumed)", granted)
+            self._flip_line(size, "  then the index task", indexing)
             self._flip_line(size, "grant right after withhold", [quick_undo])
+            self._flip_line(size, "  then the index task", [undo_indexing])
 
         largest = flips[sizes[-1]]
         self.stdout.write(
@@ -196,6 +214,8 @@ class Command(BaseCommand):
         self._knn_line(
             f"right after granting again ({seconds:.2f} s)", _measure(knn, queries), truth_open, limit
         )
+        seconds = _timed_indexing(seeded.user_id)
+        self._knn_line(f"after the index task ({seconds:.1f} s)", _measure(knn, queries), truth_open, limit)
         seconds = _vacuum()
         self._knn_line(f"after VACUUM ({seconds:.1f} s)", _measure(knn, queries), truth_open, limit)
         self.stdout.write(f"\nLoad average after measuring: {_load()}")
@@ -271,13 +291,53 @@ def _grant_everyone(seeded: SeededOwner, flips: dict[int, Person]) -> None:
         pk__in=[*seeded.bucket_person_ids, *(person.pk for person in flips.values())]
     )
     withheld = people.exclude(consent_status=ConsentStatus.GRANTED)
-    if not withheld.exists():
+    if not withheld.exists() and not _unindexed_open_rows(seeded.user_id):
         return
     definitions = _drop_indexes(("memory_gate_open_hnsw",))
     try:
         withheld.update(consent_status=ConsentStatus.GRANTED)
+        # What the task would do, while the index is away: one build, not an insert per row.
+        gate_rows_index_opened(owner_id=seeded.user_id, batch_size=10_000)
     finally:
         _build_indexes(definitions)
+
+
+def _unindexed_open_rows(owner_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE owner_id = %s AND blocked_count = 0 "
+            "AND NOT indexed AND embedding IS NOT NULL)",
+            [owner_id],
+        )
+        return cursor.fetchone()[0]
+
+
+@contextmanager
+def _private_broker() -> Iterator[None]:
+    """Publishes (the grants' index task) go to a Valkey database of the bench's own, emptied after."""
+    import redis
+    from django.conf import settings
+
+    from config.celery import app
+
+    url = urlunsplit(urlsplit(settings.REDIS_URL)._replace(path=f"/{BENCH_BROKER_DB}"))
+    previous = app.conf.broker_url
+    app.conf.broker_url = url
+    try:
+        yield
+    finally:
+        app.conf.broker_url = previous
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=1).delete(settings.MEMORY_EMBEDDINGS_BULK_QUEUE)
+        except redis.RedisError:
+            pass  # nothing was published there either
+
+
+def _timed_indexing(owner_id: int) -> float:
+    """The task memories.index_opened_gates's work for this owner, to the end, timed."""
+    started = time.perf_counter()
+    gate_rows_index_opened(owner_id=owner_id)
+    return time.perf_counter() - started
 
 
 def _delete_bench_owner() -> dict:
