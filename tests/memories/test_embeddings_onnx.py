@@ -153,3 +153,14 @@ def test_servers_warm_up_without_importing_torch(onnx_path):
         cwd=Path(__file__).resolve().parents[2],
     )
     assert result.stdout.split() == ["onnx", "False"]
+
+
+def test_install_and_the_image_export_the_model_and_git_ignores_it():
+    root = Path(__file__).resolve().parents[2]
+    makefile = (root / "Makefile").read_text()
+    install_rule = makefile.split("$(STAMP): requirements.txt", 1)[1].split("\n\n", 1)[0]
+
+    assert "manage.py export_embedding_model" in install_rule
+    assert "manage.py export_embedding_model" in (root / "Dockerfile").read_text()
+    assert ".models/" in (root / ".gitignore").read_text().splitlines()
+    assert embeddings.ONNX_PATH.parent == root / ".models"
