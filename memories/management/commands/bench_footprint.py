@@ -84,17 +84,21 @@ def _role(command: str) -> str:
 
 
 def _service_pids() -> dict[str, list[int]]:
-    """The embedded PostgreSQL's and Valkey's processes (found by their command lines)."""
+    """This checkout's embedded PostgreSQL (its postmaster, by data directory, and every
+    process under it) and Valkey (by port): other instances on the machine are not counted."""
+    from config import embedded
+
     found: dict[str, list[int]] = {"PostgreSQL": [], "Valkey": []}
-    data_dir = str(settings.BASE_DIR / ".data")
+    postmaster = f"-D {embedded.PG_DATA} "
+    valkey = f":{embedded.VALKEY_PORT}"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         command = _command(int(entry.name))
         role = _role(command)
-        if role == "PostgreSQL" and (data_dir in command or "postgres:" in command):
-            found[role].append(int(entry.name))
-        elif role == "Valkey":
+        if role == "PostgreSQL" and postmaster in f"{command} ":
+            found[role] += _tree(int(entry.name))
+        elif role == "Valkey" and command.endswith(valkey):
             found[role].append(int(entry.name))
     return found
 
