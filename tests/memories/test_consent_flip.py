@@ -306,6 +306,44 @@ def test_the_task_indexes_no_blocked_row(alice):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_task_skips_a_row_a_consent_change_holds_instead_of_waiting_for_it():
+    import threading
+
+    from django.db import transaction
+
+    from tests.factories import UserFactory
+
+    owner = UserFactory()
+    bob = person(owner, "Bob", ConsentStatus.PENDING)
+    held, *others = [embedded(owner, f"Bob {n}", [bob], angle=0.1 * n) for n in range(3)]
+    Person.objects.filter(pk=bob.pk).update(consent_status=ConsentStatus.GRANTED)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_row() -> None:
+        # What a refresh does first: lock the gate row, then count.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM memories_memorygate WHERE memory_id = %s FOR UPDATE", [held.pk])
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_row)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        assert gate_index.gate_rows_index_opened(owner_id=owner.pk) == (2, False)
+    finally:
+        release.set()
+        holder.join()
+
+    assert indexed(others) == {True} and indexed([held]) == {False}
+    assert gate_index.gate_rows_index_opened(owner_id=owner.pk) == (1, False)  # the next run takes it
+    assert indexed([held]) == {True}
+
+
+@pytest.mark.django_db(transaction=True)
 def test_bench_consent_prints_flip_times_and_the_index_after_a_bulk_revoke():
     from io import StringIO
 
