@@ -14,6 +14,8 @@ NO_DATABASE_COMMANDS = {
     "makemigrations",
     "collectstatic",
     "check",
+    # Run by `make install` before any database exists: it only reads and writes files.
+    "export_embedding_model",
 }
 
 
