@@ -533,30 +533,43 @@ def _unindexed_open_neighbours(
     """Exact search among the owner's open rows not in the agents' index yet (memory_gate_unindexed_idx).
 
     Usually there are none, and one probe of that (empty) partial index says so
-    before the gate's statement is planned. Otherwise every such row that passes
-    `visible` is ranked at full precision (+ 0: a sort, never an HNSW index; see
-    _open_candidates_neighbours): exact, so the merge with the index's answer
-    misses none of them. There are as many as the last grants opened, until the
-    task has run (seconds).
+    before the gate's statement is planned. Otherwise there are as many as the
+    last grants opened, until the task has run (seconds; minutes for 10,000): as
+    _open_candidates_neighbours does, they are ranked by their half-precision
+    copies on the narrow gate table, and the nearest few per row asked go
+    through `visible` at full precision. When the gate or the filters leave
+    fewer than `fetch` of those and there were more, every unindexed row that
+    passes `visible` is ranked instead. Either way nothing nearer is missed
+    (+ 0: a sort, never an HNSW index; see _open_candidates_neighbours).
     """
     gate = MemoryGate._meta.db_table
-    unindexed = (
-        f"SELECT memory_id FROM {gate} WHERE owner_id = %s AND blocked_count = 0 AND NOT indexed "
-        "AND embedding IS NOT NULL"
-    )
+    unindexed = f"{gate}.owner_id = %s AND blocked_count = 0 AND NOT indexed AND {gate}.embedding IS NOT NULL"
+    candidates_max = fetch * EXACT_CANDIDATES_OVERFETCH
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT EXISTS ({unindexed})", [owner_id])
-        if not cursor.fetchone()[0]:
+        cursor.execute(
+            f"SELECT memory_id FROM {gate} WHERE {unindexed} "
+            f"ORDER BY ({gate}.embedding <=> %s::halfvec) + 0, memory_id LIMIT %s",
+            [owner_id, vector, candidates_max + 1],
+        )
+        candidates = [row[0] for row in cursor.fetchall()]
+        if not candidates:
             return []
         scope_sql, scope_params = visible
-        cursor.execute(
+        ranked = (
             f"SELECT visible.id, visible.embedding <=> %s::vector "
             f"FROM ({scope_sql}) AS visible (id, embedding) "
-            f"WHERE visible.id = ANY(ARRAY({unindexed})) AND visible.embedding IS NOT NULL "
-            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s",
-            [vector, *scope_params, owner_id, vector, fetch],
+            "WHERE visible.id = ANY(%s) AND visible.embedding IS NOT NULL "
+            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
         )
-        return cursor.fetchall()
+        cursor.execute(ranked, [vector, *scope_params, candidates[:candidates_max], vector, fetch])
+        rows = cursor.fetchall()
+        if len(rows) < fetch and len(candidates) > candidates_max:
+            cursor.execute(
+                ranked.replace("ANY(%s)", f"ANY(ARRAY(SELECT memory_id FROM {gate} WHERE {unindexed}))"),
+                [vector, *scope_params, owner_id, vector, fetch],
+            )
+            rows = cursor.fetchall()
+        return rows
 
 
 def _open_candidates_neighbours(

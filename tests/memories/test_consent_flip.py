@@ -197,6 +197,36 @@ def test_memories_a_grant_opens_are_found_at_once_and_indexed_by_the_task(alice,
     assert_indexed_consistent()
 
 
+def test_before_the_task_a_filter_that_drops_the_nearest_opened_memories_still_gets_the_right_ones(
+    alice, index_path, monkeypatch
+):
+    # Beside the index, the opened rows are ranked by their half-precision copies and
+    # only the nearest few per result asked go through the gate and the filters; here
+    # all of those are events and the search asks for knowledge.
+    from memories.selectors import MemoryFilters
+
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    for n in range(8):
+        memory = embedded(alice, f"Bob {n}", [bob], angle=0.01 * n)
+        Memory.objects.filter(pk=memory.pk).update(kind="event")
+    wanted = [embedded(alice, f"recipe {n}", [bob], angle=1.0 + 0.1 * n) for n in range(2)]
+    Memory.objects.filter(pk__in=[m.pk for m in wanted]).update(kind="knowledge")
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)
+    assert indexed(wanted) == {False}
+
+    hits = memory_search(
+        alice,
+        "zzzz",
+        respect_consent=True,
+        limit=2,
+        filters=MemoryFilters(kind="knowledge"),
+        query_embedding=toward(0.0),
+    )
+
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in wanted]
+
+
 @pytest.mark.parametrize("task_ran", [False, True])
 def test_revocation_is_immediate_whether_or_not_the_task_has_indexed_the_grant(alice, index_path, task_ran):
     bob = person(alice, "Bob", ConsentStatus.PENDING)
