@@ -93,10 +93,11 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
 
         # The model was loaded before the first request was answered (gunicorn's
         # access log line), and the worker's pool process loads it too.
-        web_loaded = wait_for_line("Embedding model all-MiniLM-L6-v2 loaded in the web process")
+        # "Embedding model all-MiniLM-L6-v2 (ONNX Runtime, …) loaded in the web process …"
+        web_loaded = wait_for_line(") loaded in the web process")
         first_request = wait_for_line('"GET /accounts/login/')
         assert web_loaded < first_request
-        wait_for_line("Embedding model all-MiniLM-L6-v2 loaded in the worker process")
+        wait_for_line(") loaded in the worker process")
 
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C does
         process.wait(timeout=60)

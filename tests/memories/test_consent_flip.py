@@ -272,7 +272,8 @@ def test_the_sweep_indexes_every_owner_and_a_long_backlog_is_handed_to_a_fresh_t
     settings,
     private_broker,  # noqa: F811
 ):
-    monkeypatch.setattr(gate_index, "INDEX_BATCH_SIZE", 2)
+    # The module the task calls (whatever the test module imported).
+    monkeypatch.setattr(tasks.gate_index, "INDEX_BATCH_SIZE", 2)
     monkeypatch.setattr(tasks, "GATE_INDEX_RUN_SECONDS", 0)
     bob, dan = person(alice, "Bob", ConsentStatus.PENDING), person(mallory, "Dan", ConsentStatus.PENDING)
     opened = [embedded(alice, f"Bob {n}", [bob], angle=0.1 * n) for n in range(3)]

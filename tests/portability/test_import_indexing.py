@@ -124,6 +124,6 @@ def test_import_is_indexed_in_batches_on_the_bulk_queue_and_the_pages_say_how_fa
     loaded = next(
         number
         for number, line in enumerate(log.splitlines())
-        if "Embedding model all-MiniLM-L6-v2 loaded in the worker process" in line
+        if "Embedding model all-MiniLM-L6-v2 (" in line and ") loaded in the worker process" in line
     )
     assert loaded < succeeded[0][0]

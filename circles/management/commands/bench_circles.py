@@ -165,12 +165,19 @@ class Command(BaseCommand):
         )
 
         def knn(query):
+            # As circle_memory_search calls it: the gate compiled once, built as a queryset on demand.
             with transaction.atomic():
-                scope = retrieval.circle_visible_memories(circle.pk, viewer)
                 return [
                     memory_id
                     for memory_id, _ in retrieval._circle_neighbours(
-                        scope, query, circle_id=circle.pk, viewers=viewer, limit=limit
+                        lambda: retrieval.circle_visible_memories(circle.pk, viewer),
+                        query,
+                        visible=retrieval._compiled_circle_scope(
+                            circle.pk, viewer, for_agent=False, read_by_several=False
+                        ),
+                        circle_id=circle.pk,
+                        viewers=viewer,
+                        limit=limit,
                     )
                 ]
 
