@@ -462,6 +462,32 @@ def _exact_neighbours(
     return list(rows)
 
 
+def _visible_neighbours(
+    visible: tuple[str, list], embedding: Sequence[float], fetch: int, *, exact: bool
+) -> list[tuple[uuid.UUID, float]]:
+    """The `fetch` rows of `visible` nearest to `embedding`, in one statement on the compiled scope.
+
+    `visible` (the owner's scope or the gate, and the filters: _compiled_scope or
+    _scope_sql) becomes the FROM, which PostgreSQL flattens into the query.
+    exact: sorted by distance after the WHERE (+ 0: an expression the HNSW index
+    cannot serve), as _exact_neighbours; otherwise ordered by the distance, which
+    the planner serves from memory_embedding_hnsw (with the settings _set_hnsw
+    made). Plain SQL: the ORM's statement cost more to build than to run.
+    """
+    scope_sql, scope_params = visible
+    vector = Vector(embedding).to_text()
+    distance = "visible.embedding <=> %s::vector"
+    order = f"({distance}) + 0, visible.id" if exact else distance
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT visible.id, {distance} FROM ({scope_sql}) AS visible (id, embedding) "
+            f"WHERE visible.embedding IS NOT NULL ORDER BY {order} LIMIT %s",
+            [vector, *scope_params, vector, fetch],
+        )
+        rows = cursor.fetchall()
+    return rows if exact else _by_distance(rows)
+
+
 def _set_hnsw(*, ef_search: int, max_scan_tuples: int) -> None:
     # One round trip for the three settings (each costs ~0.2 ms on its own).
     with connection.cursor() as cursor:
@@ -479,17 +505,11 @@ def _by_distance(rows) -> list[tuple[uuid.UUID, float]]:
 
 
 def _approximate_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], fetch: int
+    visible: tuple[str, list], embedding: Sequence[float], fetch: int
 ) -> list[tuple[uuid.UUID, float]]:
     """The owner's path: HNSW over all memories (memory_embedding_hnsw)."""
     _set_hnsw(ef_search=max(fetch * ANN_EF_PER_FETCHED, ANN_EF_SEARCH), max_scan_tuples=ANN_MAX_SCAN_TUPLES)
-    rows = (
-        scope.filter(embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by("distance")
-        .values_list("pk", "distance")[:fetch]
-    )
-    return _by_distance(rows)
+    return _visible_neighbours(visible, embedding, fetch, exact=False)
 
 
 def _open_index_neighbours(
@@ -727,16 +747,20 @@ def _nearest_neighbours(
             return _open_candidates_neighbours(
                 scoped(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
             )
+
     # (For agents, more open memories than EXACT_SEARCH_MAX_MEMORIES already means
     # a bigger owner: skip the size query.)
+    def scope_sql() -> tuple[str, list]:
+        return visible or _scope_sql(scoped())
+
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and not _owner_has_more_than(
         owner_id, EXACT_SEARCH_MAX_MEMORIES
     ):
-        return _exact_neighbours(scoped(), embedding, limit)
+        return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
         sparse = open_count <= OPEN_ANN_SPARSE_MAX
         rows = _open_index_neighbours(
-            visible or _scope_sql(scoped()),
+            scope_sql(),
             embedding,
             owner_id=owner_id,
             fetch=limit * ANN_OVERFETCH,
@@ -749,9 +773,9 @@ def _nearest_neighbours(
             if in_play <= fallback:
                 return _exact_neighbours(_among_open_memories(scoped(), owner_id), embedding, limit)
         return rows
-    rows = _approximate_neighbours(scoped(), embedding, limit * ANN_OVERFETCH)[:limit]
+    rows = _approximate_neighbours(scope_sql(), embedding, limit * ANN_OVERFETCH)[:limit]
     if len(rows) < limit and not _owner_has_more_than(owner_id, EXACT_FALLBACK_MAX_MEMORIES):
-        return _exact_neighbours(scoped(), embedding, limit)
+        return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     return rows
 
 
@@ -871,23 +895,89 @@ def _embed_query(query: str) -> list[float] | None:
         return None
 
 
+# What _load reads: a memory without its vectors (384 numbers to parse, and the text
+# vector: never shown), each participant with its person, the source person.
+_LOADED_MEMORY_FIELDS = tuple(
+    field for field in Memory._meta.concrete_fields if field.attname not in ("embedding", "search_vector")
+)
+_PARTICIPANT_FIELDS = tuple(MemoryParticipant._meta.concrete_fields)
+_PERSON_FIELDS = tuple(Person._meta.concrete_fields)
+
+
+def _columns(alias: str, fields: Sequence) -> str:
+    return ", ".join(f'{alias}."{field.column}"' for field in fields)
+
+
+def _instance(model, fields: Sequence, row: Sequence):
+    values = list(row)
+    for position, field in enumerate(fields):
+        for converter in field.get_db_converters(connection):
+            values[position] = converter(values[position], field, connection)
+    return model.from_db(connection.alias, [field.attname for field in fields], values)
+
+
 def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
-    # Loaded through the same scope, in the same transaction: a memory is only ever
-    # returned through the gate that ranked it.
+    """The memories `ids` that pass `visible`, as _with_people would load them (participants, people).
+
+    Loaded through the same scope, in the same transaction: a memory is only ever
+    returned through the gate that ranked it. Plain SQL and Model.from_db, with
+    the related objects put where select_related and prefetch_related put them
+    (tests/memories/test_retrieval.py compares the two): building the ORM's two
+    statements cost more than the search they finish (~2 ms of ~4).
+    """
     if not ids:
         return {}
     visible_sql, visible_params = visible
-    table = Memory._meta.db_table
-    passing = RawSQL(
-        f"EXISTS (SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = {table}.id)",
-        visible_params,
-        output_field=BooleanField(),
-    )
-    # The embedding (384 numbers to parse) and the text vector are never shown: left unread.
-    memories = _with_people(Memory.objects.filter(passing, pk__in=list(ids))).defer(
-        "embedding", "search_vector"
-    )
-    return {memory.pk: memory for memory in memories}
+    memories: dict[uuid.UUID, Memory] = {}
+    participants: dict[uuid.UUID, list[MemoryParticipant]] = {}
+    people: dict[uuid.UUID, Person] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_columns('memory', _LOADED_MEMORY_FIELDS)} FROM {Memory._meta.db_table} memory "
+            "WHERE memory.id = ANY(%s) AND EXISTS ("
+            f"SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = memory.id)",
+            [list(ids), *visible_params],
+        )
+        for row in cursor.fetchall():
+            memory = _instance(Memory, _LOADED_MEMORY_FIELDS, row)
+            memories[memory.pk] = memory
+            participants[memory.pk] = []
+        if not memories:
+            return {}
+        cursor.execute(
+            f"SELECT {_columns('participant', _PARTICIPANT_FIELDS)}, {_columns('person', _PERSON_FIELDS)} "
+            f"FROM {MemoryParticipant._meta.db_table} participant "
+            f"JOIN {Person._meta.db_table} person ON person.id = participant.person_id "
+            "WHERE participant.memory_id = ANY(%s) ORDER BY person.display_name, participant.id",
+            [list(memories)],
+        )
+        width = len(_PARTICIPANT_FIELDS)
+        for row in cursor.fetchall():
+            participant = _instance(MemoryParticipant, _PARTICIPANT_FIELDS, row[:width])
+            person = people.get(row[width]) or _instance(Person, _PERSON_FIELDS, row[width:])
+            people[person.pk] = person
+            MemoryParticipant.person.field.set_cached_value(participant, person)
+            MemoryParticipant.memory.field.set_cached_value(participant, memories[participant.memory_id])
+            participants[participant.memory_id].append(participant)
+        sources = {memory.source_person_id for memory in memories.values()} - {None} - people.keys()
+        if sources:
+            cursor.execute(
+                f"SELECT {_columns('person', _PERSON_FIELDS)} FROM {Person._meta.db_table} person "
+                "WHERE person.id = ANY(%s)",
+                [list(sources)],
+            )
+            for row in cursor.fetchall():
+                person = _instance(Person, _PERSON_FIELDS, row)
+                people[person.pk] = person
+    for memory in memories.values():
+        Memory.source_person.field.set_cached_value(memory, people.get(memory.source_person_id))
+        # What prefetch_related("participants") leaves: the related manager's
+        # queryset with its result filled in.
+        loaded = memory.participants.all()
+        loaded._result_cache = participants[memory.pk]
+        loaded._prefetch_done = True
+        memory._prefetched_objects_cache = {"participants": loaded}
+    return memories
 
 
 def memory_search(

@@ -424,3 +424,53 @@ def test_compiled_scope_lets_through_what_the_gate_does(alice, mallory):
     assert passing(alice, True) == {open_memory.pk}
     assert passing(alice, False) == {open_memory.pk, gated_memory.pk}
     assert passing(mallory, True) == {mallorys.pk}
+
+
+def _as_loaded(memory_row: Memory) -> tuple:
+    """Everything a surface reads from a loaded memory, its participants and people."""
+    fields = tuple(getattr(memory_row, field.attname) for field in retrieval._LOADED_MEMORY_FIELDS)
+    source = memory_row.source_person
+    people = tuple(
+        (
+            participant.pk,
+            participant.role,
+            participant.memory_id,
+            tuple(getattr(participant.person, field.attname) for field in retrieval._PERSON_FIELDS),
+        )
+        for participant in memory_row.participants.all()
+    )
+    return fields, None if source is None else source.pk, people
+
+
+def test_load_gives_what_the_orm_gives_with_people_and_no_further_queries(
+    alice, mallory, django_assert_num_queries
+):
+    # _load builds the memories from plain SQL and puts participants and people
+    # where select_related/prefetch_related would: same values, same order, and
+    # reading them afterwards runs no query.
+    zoe, adam = person(alice, "Zoe"), person(alice, "Adam", ConsentStatus.PENDING)
+    adam.aliases = ["Ad", "Addy"]
+    adam.save()
+    teller = person(alice, "Teller")
+    both = memory(alice, "both of them", people=[zoe, adam], source_person=teller, sensitivity="sensitive")
+    told = memory(alice, "told only", source_person=zoe)
+    alone = memory(alice, "nobody", angle=None)
+    theirs = memory(mallory, "mallory's")
+    ids = [both.pk, told.pk, alone.pk, theirs.pk]
+
+    visible = retrieval._compiled_scope(alice, respect_consent=False)
+    with django_assert_num_queries(3):
+        loaded = retrieval._load(visible, ids)
+    expected = {m.pk: m for m in retrieval._with_people(Memory.objects.filter(pk__in=ids, owner=alice))}
+
+    assert set(loaded) == {both.pk, told.pk, alone.pk}  # never another owner's
+    with django_assert_num_queries(0):
+        for memory_id, expected_memory in expected.items():
+            assert _as_loaded(loaded[memory_id]) == _as_loaded(expected_memory)
+            assert all(p.memory is loaded[memory_id] for p in loaded[memory_id].participants.all())
+    assert [p.person.display_name for p in loaded[both.pk].participants.all()] == ["Adam", "Zoe"]
+    # Deferred, as the ORM's .defer() leaves them: read only when asked for.
+    assert loaded[both.pk].get_deferred_fields() == {"embedding", "search_vector"}
+    # Through the gate: Adam has not consented, so agents get only what passes.
+    gated = retrieval._load(retrieval._compiled_scope(alice, respect_consent=True), ids)
+    assert set(gated) == {told.pk, alone.pk}
