@@ -10,6 +10,7 @@ build is several times faster than inserting row by row into the graph.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +35,9 @@ BUCKETS = 100  # one person per 1% of memories: a gated fraction is set by flipp
 COPY_BATCH = 5_000
 # Seeding at least this many rows rebuilds the HNSW index after the load.
 REBUILD_INDEX_FROM = 10_000
+# Setting a gated fraction that opens or closes at most this many gate rows
+# updates the agents' index in place rather than rebuilding it.
+IN_PLACE_FLIP_MAX_ROWS = 20_000
 # The two vector indexes: all memories (the owner's searches) and the memories
 # nothing blocks (agents' searches, a partial index on the gate table).
 HNSW_INDEXES = ("memory_embedding_hnsw", "memory_gate_open_hnsw")
@@ -188,7 +192,9 @@ def _seed_owner(
     raw = connection.connection
     register_vector(raw)
     started = time.perf_counter()
-    if memory_count >= REBUILD_INDEX_FROM:
+    # A bulk load rebuilds the vector indexes, unless the table already holds ten
+    # times as much (an owner added beside a million rows goes in row by row).
+    if memory_count >= max(REBUILD_INDEX_FROM, _table_rows() // 10):
         bulk.drop_index()
     _copy_memories(
         raw=raw,
@@ -215,6 +221,14 @@ def _seed_owner(
             cursor.execute(f"VACUUM ANALYZE {table}")
     out.write(f"  seeded {memory_count} memories in {time.perf_counter() - started:.0f} s")
     return SeededOwner(user.pk, [person.pk for person in people], memory_count)
+
+
+def _table_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE relname = %s", ["memories_memory"]
+        )
+        return cursor.fetchone()[0]
 
 
 class _BulkLoad:
@@ -259,7 +273,7 @@ def _build_indexes(definitions: list[str], out=None) -> None:
         with connection.cursor() as cursor:
             # The build is fastest when the graph fits in memory (config/embedded.py
             # raises the server default too); two cores, one helper process.
-            cursor.execute("SET maintenance_work_mem = '1GB'")
+            cursor.execute(f"SET maintenance_work_mem = '{_maintenance_work_mem_mb()}MB'")
             cursor.execute("SET max_parallel_maintenance_workers = 1")
             cursor.execute(definition)
             cursor.execute(f"ANALYZE {definition.split()[4]}")
@@ -267,6 +281,12 @@ def _build_indexes(definitions: list[str], out=None) -> None:
             out.write(f"  built {definition.split()[2]} in {time.perf_counter() - started:.0f} s")
     # A fresh build is written past shared buffers: load it, as _prewarm did the rest.
     _prewarm(tuple(definition.split()[2] for definition in definitions))
+
+
+def _maintenance_work_mem_mb() -> int:
+    """A sixth of the machine's memory, 1 to 4 GiB: a million vectors' graph needs ~2 GiB."""
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    return min(max(total_mb // 6, 1024), 4096)
 
 
 def _copy_memories(
@@ -326,28 +346,50 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     Flipping many buckets at once is a bulk change (tens of thousands of gate rows
     leave or join the agents' index): like the seeding, it drops that index and
     builds it again afterwards, which leaves the state a vacuumed index would
-    reach. What one ordinary consent change costs is measured apart
+    reach. A change of at most IN_PLACE_FLIP_MAX_ROWS rows goes into the index in
+    place, then VACUUM. What one ordinary consent change costs is measured apart
     (_measure_consent_change).
     """
     pending = round(fraction * BUCKETS)
+    flips = (
+        Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending])
+        .exclude(consent_status=ConsentStatus.PENDING)
+        .count()
+        + Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:])
+        .exclude(consent_status=ConsentStatus.GRANTED)
+        .count()
+    )
+    if flips * seeded.memory_count / BUCKETS <= IN_PLACE_FLIP_MAX_ROWS:
+        # A small owner (or a small change) beside much bigger ones: rebuilding the
+        # agents' index over every owner would take minutes; the index takes the
+        # change in place as a consent change does, and VACUUM clears what left it.
+        _flip_buckets(seeded, pending)
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE memories_memorygate")
+        return
     definitions = _drop_indexes(("memory_gate_open_hnsw",))
     try:
-        Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
-            consent_status=ConsentStatus.PENDING
-        )
-        Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
-            consent_status=ConsentStatus.GRANTED
-        )
-        # What memories.index_opened_gates does after a grant, done here at once (the
-        # index is being rebuilt anyway): the rows this opened join the agents' index.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE memories_memorygate SET indexed = true WHERE owner_id = %s "
-                "AND blocked_count = 0 AND embedding IS NOT NULL AND NOT indexed",
-                [seeded.user_id],
-            )
+        _flip_buckets(seeded, pending)
     finally:
         _build_indexes(definitions)
+
+
+def _flip_buckets(seeded: SeededOwner, pending: int) -> None:
+    """The first `pending` buckets' people pending, the rest granted."""
+    Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
+        consent_status=ConsentStatus.PENDING
+    )
+    Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
+        consent_status=ConsentStatus.GRANTED
+    )
+    # What memories.index_opened_gates does after a grant, done here at once: the
+    # rows this opened join the agents' index (inserted, or built with it).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memories_memorygate SET indexed = true WHERE owner_id = %s "
+            "AND blocked_count = 0 AND embedding IS NOT NULL AND NOT indexed",
+            [seeded.user_id],
+        )
 
 
 def _measure_consent_change(seeded: SeededOwner) -> str:
@@ -420,7 +462,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--memories", type=int, default=100_000, help="memories of the measured owner")
-        parser.add_argument("--gated", default="0.1,0.5,0.9", help="fractions of memories agents may NOT see")
+        parser.add_argument(
+            "--gated",
+            default="0.1,0.5,0.9",
+            help="fractions of memories agents may NOT see; none: the owner's searches only",
+        )
         parser.add_argument("--queries", type=int, default=200)
         parser.add_argument("--limit", type=int, default=10, help="k of top-k")
         parser.add_argument("--other-owners", type=int, default=0, help="other owners sharing the index")
@@ -454,10 +500,16 @@ class Command(BaseCommand):
             self.stdout.write(f"Deleted bench data: {_delete_bench_owners(BENCH_USERNAME)}")
             return
         try:
-            fractions = [float(part) for part in options["gated"].split(",") if part.strip()]
+            fractions = (
+                []
+                if options["gated"].strip() == "none"
+                else [float(part) for part in options["gated"].split(",") if part.strip()]
+            )
         except ValueError:
-            raise CommandError("--gated takes fractions like 0.1,0.5,0.9.") from None
-        if not fractions or not all(0 <= fraction < 1 for fraction in fractions):
+            raise CommandError("--gated takes fractions like 0.1,0.5,0.9 (or none).") from None
+        if options["gated"].strip() != "none" and not fractions:
+            raise CommandError("--gated takes fractions like 0.1,0.5,0.9 (or none).")
+        if not all(0 <= fraction < 1 for fraction in fractions):
             raise CommandError("--gated fractions must be at least 0 and below 1.")
         for name in ("memories", "queries", "limit"):
             if options[name] <= 0:
@@ -507,7 +559,13 @@ class Command(BaseCommand):
                     return [
                         memory_id
                         for memory_id, _ in retrieval._nearest_neighbours(
-                            scope, query, owner_id=seeded.user_id, limit=limit, gated=gated
+                            scope,
+                            query,
+                            owner_id=seeded.user_id,
+                            limit=limit,
+                            gated=gated,
+                            # The gate compiled once, as memory_search passes it.
+                            visible=retrieval._compiled_scope(seeded.user_id, respect_consent=gated),
                         )
                     ]
 
@@ -657,6 +715,9 @@ class Command(BaseCommand):
                     ("strict", "peer: strict iterative"),
                 ):
                     line(label, f"{fraction:.2f}", _measure(peer(pattern), queries), truth)
+        if not fractions:
+            self.stdout.write(f"\nLoad average after measuring: {_load()}")
+            return
         _set_gated_fraction(seeded, 1.0)
         zero = _measure(search(agent_scope, gated=True), queries)
         line("agent knn, zero-match", "1.00", zero, None)
