@@ -707,6 +707,7 @@ def _nearest_neighbours(
     gated: bool = False,
     open_count: int | None = None,
     visible: tuple[str, list] | None = None,
+    small_owner: bool | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
     """The `limit` memories of `scope` nearest to `embedding`: [(id, cosine distance)].
 
@@ -733,6 +734,9 @@ def _nearest_neighbours(
       (open ones for agents), finish with exact search so LIMIT k returns k
       whenever k matches exist. Beyond that the shorter answer stands rather than
       pay a full exact scan per query; the benchmark reports rows against asked.
+
+    `small_owner`: whether the owner has at most EXACT_SEARCH_MAX_MEMORIES
+    memories, when the caller knows already (memory_search asks once for both sides).
     """
 
     def scoped() -> QuerySet[Memory]:
@@ -753,9 +757,9 @@ def _nearest_neighbours(
     def scope_sql() -> tuple[str, list]:
         return visible or _scope_sql(scoped())
 
-    if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and not _owner_has_more_than(
-        owner_id, EXACT_SEARCH_MAX_MEMORIES
-    ):
+    if small_owner is None and (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES):
+        small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
+    if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and small_owner:
         return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
         sparse = open_count <= OPEN_ANN_SPARSE_MAX
@@ -789,15 +793,25 @@ def _candidates_sql(candidates: QuerySet[Memory]) -> tuple[str, list]:
     return sql, list(params)
 
 
-def _owner_candidates_sql(owner_id: int, *, open_only: bool) -> tuple[str, list]:
-    """The owner's memories (no filters) as _text_matches candidates; `open_only`: the hint's open ones."""
+def _owner_candidates_sql(owner_id: int, *, open_only: bool, small_owner: bool = False) -> tuple[str, list]:
+    """The owner's memories (no filters) as _text_matches candidates; `open_only`: the hint's open ones.
+
+    `small_owner` (at most EXACT_SEARCH_MAX_MEMORIES memories): the owner's rows
+    are read through the owner_id index and the query checked on each (OFFSET 0
+    keeps the match condition outside, so the full-text index is not used).
+    Left to itself the planner intersects the owner's rows with the full-text
+    index's matches over every owner: a common word matches tens of thousands of
+    other people's memories (3-5 ms in a table of a million for an owner of
+    1,000, against ~1 ms for reading the owner's own rows), so a small owner's
+    search would cost what the whole table holds.
+    """
     table = Memory._meta.db_table
     sql = (
         f"SELECT {table}.id, {table}.search_vector, {table}.occurred_at "
         f"FROM {table} WHERE {table}.owner_id = %s"
     )
     if not open_only:
-        return sql, [owner_id]
+        return (f"{sql} OFFSET 0" if small_owner else sql), [owner_id]
     return (
         f"{sql} AND {table}.id = ANY(ARRAY(SELECT memory_id FROM {MemoryGate._meta.db_table} "
         "WHERE owner_id = %s AND blocked_count = 0))",
@@ -1011,13 +1025,14 @@ def memory_search(
     # Few open memories (per the hint): look for text matches among them alone.
     open_only = respect_consent and open_count <= EXACT_CANDIDATES_MAX
     with transaction.atomic():
+        small_owner = None if open_only else not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
 
         def scope() -> QuerySet[Memory]:
             return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
 
         if filters is None or filters == MemoryFilters():
             visible = _compiled_scope(owner_id, respect_consent=respect_consent)
-            candidates = _owner_candidates_sql(owner_id, open_only=open_only)
+            candidates = _owner_candidates_sql(owner_id, open_only=open_only, small_owner=bool(small_owner))
         else:
             visible = _scope_sql(scope())
             owner_filtered = memory_apply_filters(memory_scope(owner, respect_consent=False), filters)
@@ -1033,6 +1048,7 @@ def memory_search(
                 gated=respect_consent,
                 open_count=open_count,
                 visible=visible,
+                small_owner=small_owner,
             )
             if embedding is not None
             else []

@@ -7,6 +7,7 @@ sits at cosine distance 1 - cos(angle) from the query `toward(0)`.
 
 from __future__ import annotations
 
+import importlib
 import math
 from datetime import date, timedelta
 
@@ -28,6 +29,8 @@ from people.models import ConsentStatus, Person
 from people.services import person_set_consent
 
 pytestmark = pytest.mark.django_db
+
+BACKWARD = importlib.import_module("memories.migrations.0010_embedding_stored_inline").BACKWARD
 
 QUERY = "lantern"
 
@@ -474,3 +477,30 @@ def test_load_gives_what_the_orm_gives_with_people_and_no_further_queries(
     # Through the gate: Adam has not consented, so agents get only what passes.
     gated = retrieval._load(retrieval._compiled_scope(alice, respect_consent=True), ids)
     assert set(gated) == {told.pk, alone.pk}
+
+
+def _vector_inline(memory_id) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_toast_chunk_id(embedding) IS NULL FROM memories_memory WHERE id = %s",
+            [memory_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_vectors_stay_in_the_row_of_a_journal_sized_memory(alice):
+    # pgvector stores vectors EXTERNAL: a row past ~2 KB (a vector is 1.5 KB, a few
+    # hundred words of body and their text vector) had its vector moved out of line,
+    # and every distance then read it through the TOAST table (migration 0010).
+    body = " ".join(f"word{n} meadow lantern orchard" for n in range(120))  # ~3 KB with its text vector
+    huge_body = "x " * 20_000 + " ".join(f"w{n}" for n in range(3000))
+
+    assert _vector_inline(memory(alice, body).pk)
+    # A body too long for any page gives way first; the vector stays.
+    assert _vector_inline(memory(alice, huge_body).pk)
+
+    # What the migration changed: with pgvector's own storage the same row loses it.
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE waits for no deferred trigger
+        cursor.execute(BACKWARD)
+    assert not _vector_inline(memory(alice, body).pk)
