@@ -12,7 +12,7 @@ import re
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memories.models import Memory, MemoryGate
 
@@ -73,3 +73,29 @@ def test_bench_retrieval_clean_removes_its_users():
     call_command("bench_retrieval", memories=50, gated="0.5", queries=2, stdout=StringIO())
     call_command("bench_retrieval", clean=True, stdout=StringIO())
     assert not Memory.objects.filter(owner__username__startswith="bench_retrieval").exists()
+
+
+def test_bench_retrieval_beside_other_owners_indexes_them_and_can_measure_the_owner_alone():
+    # Every owner's open rows are in the agents' index, as the indexing task leaves
+    # them: otherwise an agent's search beside other owners would look easier.
+    out = StringIO()
+    call_command(
+        "bench_retrieval",
+        memories=40,
+        owner="small",
+        other_owners=2,
+        other_memories=30,
+        gated="none",
+        queries=2,
+        stdout=out,
+    )
+    text = out.getvalue()
+
+    assert not MemoryGate.objects.filter(blocked_count=0, indexed=False, embedding__isnull=False).exists()
+    assert (
+        MemoryGate.objects.filter(memory__owner__username__startswith="bench_retrieval_other_").count() == 60
+    )
+    assert "owner (ungated) knn" in text and "owner hybrid search" in text
+    assert "agent (gated) knn" not in text  # --gated none: the owner's searches only
+    with pytest.raises(CommandError, match="or none"):
+        call_command("bench_retrieval", memories=40, gated="", queries=2, stdout=StringIO())

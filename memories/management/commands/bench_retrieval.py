@@ -176,6 +176,7 @@ def _seed_owner(
     same_text = not Memory.objects.filter(owner=user).exclude(embedding_model=text.marker).exists()
     if len(people) == BUCKETS and existing == memory_count and same_text:
         out.write(f"  reusing {existing} memories of {username}")
+        _index_open_rows(bulk, user.pk)
         return SeededOwner(user.pk, [person.pk for person in people], existing)
     with transaction.atomic():
         Memory.objects.filter(owner=user).delete()
@@ -219,8 +220,32 @@ def _seed_owner(
             "memories_memorygate",
         ):
             cursor.execute(f"VACUUM ANALYZE {table}")
+    _index_open_rows(bulk, user.pk)
     out.write(f"  seeded {memory_count} memories in {time.perf_counter() - started:.0f} s")
     return SeededOwner(user.pk, [person.pk for person in people], memory_count)
+
+
+def _index_open_rows(bulk: _BulkLoad, owner_id: int) -> None:
+    """Put the owner's open rows into the agents' index, as memories.index_opened_gates would.
+
+    Seeded rows are open but not yet indexed (the participants arrive after the
+    memories); without this every other owner would be missing from the agents'
+    index, and a search beside them would look easier than it is. Many rows: with
+    the index dropped and built again (_BulkLoad); few: in place.
+    """
+    open_unindexed = (
+        "FROM memories_memorygate WHERE owner_id = %s AND blocked_count = 0 "
+        "AND embedding IS NOT NULL AND NOT indexed"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) {open_unindexed}", [owner_id])
+        if cursor.fetchone()[0] > IN_PLACE_FLIP_MAX_ROWS:
+            bulk.drop_index(("memory_gate_open_hnsw",))
+        cursor.execute(
+            "UPDATE memories_memorygate SET indexed = true WHERE memory_id IN "
+            f"(SELECT memory_id {open_unindexed})",
+            [owner_id],
+        )
 
 
 def _table_rows() -> int:
@@ -232,17 +257,18 @@ def _table_rows() -> int:
 
 
 class _BulkLoad:
-    """Drops the HNSW indexes before the first large load and builds them once at the end (even on error)."""
+    """Drops HNSW indexes before the first large load and builds them once at the end (even on error)."""
 
     def __init__(self, out) -> None:
-        self.out, self.definitions = out, None
+        self.out, self.dropped, self.definitions = out, set(), []
 
     def __enter__(self) -> _BulkLoad:
         return self
 
-    def drop_index(self) -> None:
-        if self.definitions is None:
-            self.definitions = _drop_indexes(HNSW_INDEXES)
+    def drop_index(self, names: tuple[str, ...] = HNSW_INDEXES) -> None:
+        names = tuple(name for name in names if name not in self.dropped)
+        self.dropped.update(names)
+        self.definitions += _drop_indexes(names)
 
     def __exit__(self, *exc) -> None:
         if self.definitions:
@@ -346,21 +372,21 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     Flipping many buckets at once is a bulk change (tens of thousands of gate rows
     leave or join the agents' index): like the seeding, it drops that index and
     builds it again afterwards, which leaves the state a vacuumed index would
-    reach. A change of at most IN_PLACE_FLIP_MAX_ROWS rows goes into the index in
-    place, then VACUUM. What one ordinary consent change costs is measured apart
+    reach. An owner of at most IN_PLACE_FLIP_MAX_ROWS memories changes the index
+    in place, then VACUUM. What one ordinary consent change costs is measured apart
     (_measure_consent_change).
     """
     pending = round(fraction * BUCKETS)
-    flips = (
-        Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending])
-        .exclude(consent_status=ConsentStatus.PENDING)
-        .count()
-        + Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:])
-        .exclude(consent_status=ConsentStatus.GRANTED)
-        .count()
-    )
-    if flips * seeded.memory_count / BUCKETS <= IN_PLACE_FLIP_MAX_ROWS:
-        # A small owner (or a small change) beside much bigger ones: rebuilding the
+    with connection.cursor() as cursor:
+        # Rows open but not yet in the agents' index (fresh seeding leaves them so).
+        cursor.execute(
+            "SELECT count(*) FROM memories_memorygate WHERE owner_id = %s AND blocked_count = 0 "
+            "AND embedding IS NOT NULL AND NOT indexed",
+            [seeded.user_id],
+        )
+        unindexed = cursor.fetchone()[0]
+    if seeded.memory_count + unindexed <= IN_PLACE_FLIP_MAX_ROWS:
+        # A small owner beside much bigger ones: rebuilding the
         # agents' index over every owner would take minutes; the index takes the
         # change in place as a consent change does, and VACUUM clears what left it.
         _flip_buckets(seeded, pending)
@@ -390,6 +416,10 @@ def _flip_buckets(seeded: SeededOwner, pending: int) -> None:
             "AND blocked_count = 0 AND embedding IS NOT NULL AND NOT indexed",
             [seeded.user_id],
         )
+        # Statistics as autovacuum would leave them: planned on stale ones, the exact
+        # reference once took seconds (an anti-join over every participant).
+        cursor.execute("ANALYZE people_person")
+        cursor.execute("ANALYZE memories_memoryparticipant")
 
 
 def _measure_consent_change(seeded: SeededOwner) -> str:
