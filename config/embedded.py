@@ -328,15 +328,30 @@ def wait_until_serving(port: int, process: subprocess.Popen, timeout: float) -> 
     return "timeout"
 
 
+def web_workers() -> int:
+    raw = os.environ.get("KEEPSAKE_WEB_WORKERS", "2")
+    try:
+        workers = int(raw)
+    except ValueError:
+        raise SystemExit(f"KEEPSAKE_WEB_WORKERS must be a whole number of processes, not {raw!r}.") from None
+    if not 1 <= workers <= 64:
+        raise SystemExit(f"KEEPSAKE_WEB_WORKERS must be between 1 and 64, not {workers}.")
+    return workers
+
+
 def web_command(host: str, *, access_log: bool = True) -> list[str]:
     """The web server `make run` starts (bench_load measures the same one).
 
     A real server, as in production: gunicorn with threads (the embedding model
     is loaded once per process, at start: config/gunicorn.py), static files by WhiteNoise.
+    KEEPSAKE_WEB_WORKERS processes (default 2: Python runs one request's Python
+    at a time per process, so one process left a 2-core machine's second core to
+    the database alone; each costs ~150 MiB with the model loaded).
     """
+    workers = web_workers()
     command = [
         sys.executable, "-m", "gunicorn", "config.wsgi:application", "--config", "python:config.gunicorn",
-        "--bind", host, "--workers", "1", "--threads", "4", "--timeout", "120",
+        "--bind", host, "--workers", str(workers), "--threads", "4", "--timeout", "120",
     ]  # fmt: skip
     return command + (["--access-logfile", "-"] if access_log else [])
 

@@ -61,3 +61,18 @@ def test_postgres_memory_settings_scale_with_the_machine(monkeypatch):
     assert small["maintenance_work_mem"] == "85MB" and large["maintenance_work_mem"] == "1024MB"
     monkeypatch.setenv("KEEPSAKE_PG_SHARED_BUFFERS", "512MB")
     assert postgres_settings(24 * gib)["shared_buffers"] == "512MB"
+
+
+def test_web_server_runs_as_many_processes_as_keepsake_web_workers_says(monkeypatch):
+    def workers() -> str:
+        command = embedded.web_command("127.0.0.1:8000")
+        return command[command.index("--workers") + 1]
+
+    monkeypatch.delenv("KEEPSAKE_WEB_WORKERS", raising=False)
+    assert workers() == "2"
+    monkeypatch.setenv("KEEPSAKE_WEB_WORKERS", "3")
+    assert workers() == "3"
+    for bad in ("two", "0", "-1", "1000"):
+        monkeypatch.setenv("KEEPSAKE_WEB_WORKERS", bad)
+        with pytest.raises(SystemExit, match="KEEPSAKE_WEB_WORKERS"):
+            embedded.web_command("127.0.0.1:8000")
