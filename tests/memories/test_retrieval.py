@@ -504,3 +504,45 @@ def test_vectors_stay_in_the_row_of_a_journal_sized_memory(alice):
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE waits for no deferred trigger
         cursor.execute(BACKWARD)
     assert not _vector_inline(memory(alice, body).pk)
+
+
+def test_agents_search_goes_exact_when_the_owners_open_memories_are_a_thin_share_of_the_index(
+    alice, monkeypatch
+):
+    # Beside a million other open memories, an owner with a few thousand open ones
+    # would make the bounded index scan come back short; the exact path answers at
+    # once, with the same (exact) result.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 2)
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
+    created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(6)]
+    hidden = memory(alice, "lantern hidden", angle=0.05, people=[person(alice, "Pat", ConsentStatus.PENDING)])
+    taken = []
+    original = retrieval._open_candidates_neighbours
+
+    def recording(*args, **kwargs):
+        taken.append(kwargs["open_count"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "_open_candidates_neighbours", recording)
+
+    monkeypatch.setattr(retrieval, "_open_index_rows", lambda: 10)  # this owner: most of the index
+    assert agent_ids(alice, "zebra", limit=3) == [m.pk for m in created[:3]]
+    assert taken == []
+    monkeypatch.setattr(retrieval, "_open_index_rows", lambda: 10**12)  # a sliver of it
+    assert agent_ids(alice, "zebra", limit=3) == [m.pk for m in created[:3]]
+    assert taken == [6]
+    assert hidden.pk not in agent_ids(alice, "zebra", limit=7)
+
+
+def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
+    monkeypatch, django_assert_num_queries
+):
+    monkeypatch.setattr(retrieval, "_INDEX_ROWS", [])
+    with django_assert_num_queries(1):
+        first = retrieval._open_index_rows()
+        assert retrieval._open_index_rows() == first
+    assert first >= 0
+    monkeypatch.setattr(retrieval, "INDEX_ROWS_TTL_SECONDS", -1.0)
+    with django_assert_num_queries(1):
+        retrieval._open_index_rows()

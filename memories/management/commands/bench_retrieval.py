@@ -385,6 +385,16 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
             [seeded.user_id],
         )
         unindexed = cursor.fetchone()[0]
+    changing = (
+        Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending])
+        .exclude(consent_status=ConsentStatus.PENDING)
+        .exists()
+        or Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:])
+        .exclude(consent_status=ConsentStatus.GRANTED)
+        .exists()
+    )
+    if not changing and not unindexed:
+        return  # already so: nothing to rebuild
     if seeded.memory_count + unindexed <= IN_PLACE_FLIP_MAX_ROWS:
         # A small owner beside much bigger ones: rebuilding the
         # agents' index over every owner would take minutes; the index takes the
