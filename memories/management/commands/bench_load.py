@@ -38,7 +38,7 @@ from accounts.models import AccessToken, TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import agent_create_builtins
-from config.embedded import free_port, wait_until_serving, web_command
+from config.embedded import free_port, wait_until_serving, web_command, web_workers
 from memories.management.commands.bench_retrieval import Text, _BulkLoad, _load, _percentile, _seed_owner
 from memories.models import Memory
 from people.models import ConsentStatus, Person
@@ -291,7 +291,8 @@ class Command(BaseCommand):
     def _report(self, options, latencies, errors, statuses, elapsed: float) -> None:
         total = sum(len(values) for values in latencies.values())
         self.stdout.write(
-            f"\n{options['clients']} clients for {elapsed:.0f} s against gunicorn (1 worker, 4 threads) on "
+            f"\n{options['clients']} clients for {elapsed:.0f} s against gunicorn "
+            f"({web_workers()} workers, 4 threads each) on "
             f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories.\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"
         )
