@@ -687,6 +687,9 @@ def _count_open_memories(owner_id: int, cap: int) -> int:
 # (pg_class.reltuples, kept by VACUUM and ANALYZE): a hint for the strategy, read
 # again after INDEX_ROWS_TTL_SECONDS. (monotonic time read, entries)
 INDEX_ROWS_TTL_SECONDS = 60.0
+# The bounded scan is expected to meet at least this many times the rows it must
+# fetch, or the owner counts as thin in the index (_thin_in_the_index).
+THIN_SHARE_MARGIN = 2
 _INDEX_ROWS: list[tuple[float, int]] = []
 
 
@@ -708,16 +711,17 @@ def _thin_in_the_index(open_count: int, fetch: int) -> bool:
 
     The index holds every owner's open memories; a scan meets this owner's at the
     rate open_count / entries, so finding `fetch` of them takes about
-    fetch x entries / open_count visits. When that passes the scan's bound
-    (OPEN_ANN_MAX_SCAN_TUPLES) the scan would come back short and pay the exact
-    search after it (measured: an owner with 2,500 open memories in a table of a
-    million, 34 ms p50 that way), so owners with at most
+    fetch x entries / open_count visits. When twice that (THIN_SHARE_MARGIN)
+    passes the scan's bound (OPEN_ANN_MAX_SCAN_TUPLES) the scan would come back
+    short and pay the exact search after it (measured in a table of a million: an
+    owner with 2,500 open memories 34 ms p50 that way, 6 ms exact at once; one
+    with 4,500 still 41 ms with no margin), so owners with at most
     EXACT_FALLBACK_MAX_MEMORIES open go to the exact search at once: ranked on the
     half-precision copies, ~0.7 µs per open memory, whatever the table holds.
     """
     if open_count > EXACT_FALLBACK_MAX_MEMORIES:
         return False
-    return fetch * _open_index_rows() > OPEN_ANN_MAX_SCAN_TUPLES * open_count
+    return THIN_SHARE_MARGIN * fetch * _open_index_rows() > OPEN_ANN_MAX_SCAN_TUPLES * open_count
 
 
 def _among_open_memories(scope: QuerySet[Memory], owner_id: int) -> QuerySet[Memory]:
