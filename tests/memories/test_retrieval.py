@@ -538,7 +538,7 @@ def test_agents_search_goes_exact_when_the_owners_open_memories_are_a_thin_share
 def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
     monkeypatch, django_assert_num_queries
 ):
-    monkeypatch.setattr(retrieval, "_INDEX_ROWS", [])
+    monkeypatch.setattr(retrieval, "_RELATION_ROWS", {})
     with django_assert_num_queries(1):
         first = retrieval._open_index_rows()
         assert retrieval._open_index_rows() == first
@@ -546,3 +546,63 @@ def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
     monkeypatch.setattr(retrieval, "INDEX_ROWS_TTL_SECONDS", -1.0)
     with django_assert_num_queries(1):
         retrieval._open_index_rows()
+
+
+def test_owner_search_widens_when_the_owner_is_a_thin_share_of_the_table(alice, monkeypatch):
+    # The index of all memories meets an owner's memories at the rate of their share
+    # of the table: ef_search grows as the share shrinks (up to pgvector's 1,000).
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "ANN_MAX_SCAN_TUPLES", 1_000_000)
+    created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(5)]
+    settings = []
+    original = retrieval._set_hnsw
+
+    def recording(*, ef_search, max_scan_tuples):
+        settings.append(ef_search)
+        original(ef_search=ef_search, max_scan_tuples=max_scan_tuples)
+
+    monkeypatch.setattr(retrieval, "_set_hnsw", recording)
+    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 10**9)  # big enough to scan at any share
+    # Hybrid search fetches 40 candidates: 3 per row (120) for an owner alone.
+    for share, expected in ((1.0, 120), (0.5, 240), (0.2, 600), (0.0001, 1000)):
+        monkeypatch.setattr(retrieval, "_owner_share", lambda owner_id, share=share: share)
+        settings.clear()
+        hits = memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
+        assert [hit.memory.pk for hit in hits] == [m.pk for m in created[:3]]
+        assert settings == [expected]
+
+
+def test_owner_share_is_read_from_the_planners_statistics(alice, mallory, monkeypatch):
+    for n in range(30):
+        memory(alice, f"a {n}")
+    for n in range(10):
+        memory(mallory, f"m {n}")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    monkeypatch.setattr(retrieval, "_OWNER_SHARES", [])
+
+    alices, mallorys = retrieval._owner_share(alice.pk), retrieval._owner_share(mallory.pk)
+
+    assert 0 < mallorys < alices <= 1.0
+    assert alices == pytest.approx(30 / Memory.objects.count(), abs=0.05)
+    # An owner the statistics do not list: at most the least common listed share.
+    assert retrieval._owner_share(10**9) <= mallorys
+
+
+def test_a_small_owner_too_thin_for_any_scan_gets_exact_search_at_once(alice, monkeypatch):
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(5)]
+    scans = []
+    monkeypatch.setattr(retrieval, "_set_hnsw", lambda **settings: scans.append(settings))
+    # 0.1% of a table of a million: about 1,000 memories, too few for ef_search 1,000 to meet 40.
+    monkeypatch.setattr(retrieval, "_owner_share", lambda owner_id: 0.001)
+    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 1_000_000)
+
+    hits = memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
+
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in created[:3]]
+    assert scans == []  # no index scan: exact
+    # A big owner at the same share (0.1% of a billion) still scans.
+    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 10**9)
+    memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
+    assert scans and scans[0]["ef_search"] == retrieval.ANN_EF_SEARCH_MAX
