@@ -47,11 +47,14 @@ def gate_rows_index_opened(
     total = 0
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
+            # MATERIALIZED: the claim runs once. As a subquery in FROM the planner
+            # may evaluate it again for each row it joins, and each evaluation can
+            # claim other rows than the last: a batch larger than asked.
             cursor.execute(
-                f"UPDATE {table} g SET indexed = true "
-                f"FROM (SELECT memory_id FROM {table} "
-                f"      WHERE blocked_count = 0 AND NOT indexed AND embedding IS NOT NULL {owner_sql} "
-                "      LIMIT %s FOR UPDATE SKIP LOCKED) claimed "
+                f"WITH claimed AS MATERIALIZED (SELECT memory_id FROM {table} "
+                f"  WHERE blocked_count = 0 AND NOT indexed AND embedding IS NOT NULL {owner_sql} "
+                "  LIMIT %s FOR UPDATE SKIP LOCKED) "
+                f"UPDATE {table} g SET indexed = true FROM claimed "
                 "WHERE g.memory_id = claimed.memory_id "
                 "AND g.blocked_count = 0 AND NOT g.indexed AND g.embedding IS NOT NULL",
                 [*owner_params, batch_size],
