@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.postgres.search import SearchHeadline, SearchQuery
-from django.core.exceptions import ValidationError
+from django.core.exceptions import EmptyResultSet, ValidationError
 from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
@@ -456,16 +456,12 @@ def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
 def _exact_neighbours(
     scope: QuerySet[Memory], embedding: Sequence[float], fetch: int
 ) -> list[tuple[uuid.UUID, float]]:
-    # Adding 0 makes the ORDER BY an expression the HNSW index cannot serve, so the
-    # planner filters first (gate, owner, filters) and sorts only what passed.
-    distance = CosineDistance("embedding", embedding)
-    rows = (
-        scope.filter(embedding__isnull=False)
-        .annotate(distance=distance)
-        .order_by(F("distance") + Value(0.0, output_field=FloatField()), "pk")
-        .values_list("pk", "distance")[:fetch]
-    )
-    return list(rows)
+    """Exact search over an ORM scope (the circle paths, the fallbacks, the benches' references)."""
+    try:
+        visible = _scope_sql(scope)
+    except EmptyResultSet:  # a scope the ORM knows matches nothing (pk__in=[])
+        return []
+    return _visible_neighbours(visible, embedding, fetch, exact=True)
 
 
 def _visible_neighbours(
@@ -542,7 +538,7 @@ def _thin_in_the_table(owner_id: int, fetch: int) -> bool:
 
 # Each owner's share of memories_memory per the planner's statistics (the most
 # common owner_id values and their frequencies, kept by ANALYZE), read again after
-# INDEX_ROWS_TTL_SECONDS: a hint for ef_search, never for what is shown.
+# HINT_TTL_SECONDS: a hint for ef_search, never for what is shown.
 # [(monotonic time read, {owner_id: share}, share of an owner not listed)]
 _OWNER_SHARES: list[tuple[float, dict[int, float], float]] = []
 
@@ -550,7 +546,7 @@ _OWNER_SHARES: list[tuple[float, dict[int, float], float]] = []
 def _owner_share(owner_id: int) -> float:
     """The owner's estimated fraction of all memories; 1.0 when the statistics say nothing."""
     now = time.monotonic()
-    if not _OWNER_SHARES or now - _OWNER_SHARES[0][0] > INDEX_ROWS_TTL_SECONDS:
+    if not _OWNER_SHARES or now - _OWNER_SHARES[0][0] > HINT_TTL_SECONDS:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT most_common_vals::text, most_common_freqs FROM pg_stats "
@@ -740,8 +736,8 @@ def _count_open_memories(owner_id: int, cap: int) -> int:
 
 # How many entries the agents' index holds, per the planner's statistics
 # (pg_class.reltuples, kept by VACUUM and ANALYZE): a hint for the strategy, read
-# again after INDEX_ROWS_TTL_SECONDS. (monotonic time read, entries)
-INDEX_ROWS_TTL_SECONDS = 60.0
+# again after HINT_TTL_SECONDS. (monotonic time read, entries)
+HINT_TTL_SECONDS = 60.0
 # The bounded scan is expected to meet at least this many times the rows it must
 # fetch, or the owner counts as thin in the index (_thin_in_the_index).
 THIN_SHARE_MARGIN = 2
@@ -749,10 +745,10 @@ _RELATION_ROWS: dict[str, tuple[float, int]] = {}
 
 
 def _relation_rows(name: str) -> int:
-    """Rows of a table or entries of an index per pg_class.reltuples, re-read after INDEX_ROWS_TTL_SECONDS."""
+    """Rows of a table or entries of an index per pg_class.reltuples, re-read after HINT_TTL_SECONDS."""
     now = time.monotonic()
     cached = _RELATION_ROWS.get(name)
-    if cached is None or now - cached[0] > INDEX_ROWS_TTL_SECONDS:
+    if cached is None or now - cached[0] > HINT_TTL_SECONDS:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%s)", [name]
@@ -1132,7 +1128,14 @@ def memory_search(
     # Few open memories (per the hint): look for text matches among them alone.
     open_only = respect_consent and open_count <= EXACT_CANDIDATES_MAX
     with transaction.atomic():
-        small_owner = None if open_only else not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
+        # The owner's size, asked once for both sides, and only where it decides
+        # something: agents with more open memories than that are not small, and
+        # agents with few (None) leave the vector side to ask if it needs to.
+        small_owner: bool | None = None
+        if not respect_consent:
+            small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
+        elif open_count > EXACT_SEARCH_MAX_MEMORIES:
+            small_owner = False
 
         def scope() -> QuerySet[Memory]:
             return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)

@@ -543,7 +543,7 @@ def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
         first = retrieval._open_index_rows()
         assert retrieval._open_index_rows() == first
     assert first >= 0
-    monkeypatch.setattr(retrieval, "INDEX_ROWS_TTL_SECONDS", -1.0)
+    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
     with django_assert_num_queries(1):
         retrieval._open_index_rows()
 

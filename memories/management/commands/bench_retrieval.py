@@ -233,19 +233,20 @@ def _index_open_rows(bulk: _BulkLoad, owner_id: int) -> None:
     index, and a search beside them would look easier than it is. Many rows: with
     the index dropped and built again (_BulkLoad); few: in place.
     """
-    open_unindexed = (
-        "FROM memories_memorygate WHERE owner_id = %s AND blocked_count = 0 "
-        "AND embedding IS NOT NULL AND NOT indexed"
-    )
+    if _unindexed_open_rows(owner_id) > IN_PLACE_FLIP_MAX_ROWS:
+        bulk.drop_index(("memory_gate_open_hnsw",))
+    _index_opened(owner_id)
+
+
+def _unindexed_open_rows(owner_id: int) -> int:
+    """The owner's open rows not yet in the agents' index (fresh seeding leaves them so)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) {open_unindexed}", [owner_id])
-        if cursor.fetchone()[0] > IN_PLACE_FLIP_MAX_ROWS:
-            bulk.drop_index(("memory_gate_open_hnsw",))
         cursor.execute(
-            "UPDATE memories_memorygate SET indexed = true WHERE memory_id IN "
-            f"(SELECT memory_id {open_unindexed})",
+            "SELECT count(*) FROM memories_memorygate WHERE owner_id = %s AND blocked_count = 0 "
+            "AND embedding IS NOT NULL AND NOT indexed",
             [owner_id],
         )
+        return cursor.fetchone()[0]
 
 
 def _table_rows() -> int:
@@ -377,14 +378,7 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     (_measure_consent_change).
     """
     pending = round(fraction * BUCKETS)
-    with connection.cursor() as cursor:
-        # Rows open but not yet in the agents' index (fresh seeding leaves them so).
-        cursor.execute(
-            "SELECT count(*) FROM memories_memorygate WHERE owner_id = %s AND blocked_count = 0 "
-            "AND embedding IS NOT NULL AND NOT indexed",
-            [seeded.user_id],
-        )
-        unindexed = cursor.fetchone()[0]
+    unindexed = _unindexed_open_rows(seeded.user_id)
     changing = (
         Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending])
         .exclude(consent_status=ConsentStatus.PENDING)
@@ -410,6 +404,14 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
         _build_indexes(definitions)
 
 
+def _index_opened(owner_id: int) -> None:
+    """What memories.index_opened_gates does after a grant, done here at once, in one batch:
+    the owner's open rows join the agents' index (inserted, or built with it)."""
+    from memories.gate_index import gate_rows_index_opened
+
+    gate_rows_index_opened(owner_id=owner_id, batch_size=10**9)
+
+
 def _flip_buckets(seeded: SeededOwner, pending: int) -> None:
     """The first `pending` buckets' people pending, the rest granted."""
     Person.objects.filter(pk__in=seeded.bucket_person_ids[:pending]).update(
@@ -418,14 +420,8 @@ def _flip_buckets(seeded: SeededOwner, pending: int) -> None:
     Person.objects.filter(pk__in=seeded.bucket_person_ids[pending:]).update(
         consent_status=ConsentStatus.GRANTED
     )
-    # What memories.index_opened_gates does after a grant, done here at once: the
-    # rows this opened join the agents' index (inserted, or built with it).
+    _index_opened(seeded.user_id)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE memories_memorygate SET indexed = true WHERE owner_id = %s "
-            "AND blocked_count = 0 AND embedding IS NOT NULL AND NOT indexed",
-            [seeded.user_id],
-        )
         # Statistics as autovacuum would leave them: planned on stale ones, the exact
         # reference once took seconds (an anti-join over every participant).
         cursor.execute("ANALYZE people_person")
