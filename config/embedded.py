@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("KEEPSAKE_DATA_DIR", BASE_DIR / ".data"))
 PG_DATA = DATA_DIR / "pg"
@@ -356,6 +358,17 @@ def web_command(host: str, *, access_log: bool = True) -> list[str]:
     return command + (["--access-logfile", "-"] if access_log else [])
 
 
+def _descendants(children: list[subprocess.Popen]) -> list[psutil.Process]:
+    """Every process under the given children, as psutil handles (gone ones skipped)."""
+    family: list[psutil.Process] = []
+    for child in children:
+        try:
+            family.extend(psutil.Process(child.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            continue
+    return family
+
+
 def run() -> int:
     """Services, migrations, then web + worker + beat until Ctrl-C."""
     stopping = False
@@ -402,6 +415,9 @@ def run() -> int:
             time.sleep(0.5)
         return 0
     finally:
+        # The children's own processes too (gunicorn's workers, celery's pool): a master
+        # that exits before its workers would leave them running after "Stopped.".
+        family = _descendants(children)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -410,6 +426,12 @@ def run() -> int:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
+        _, left = psutil.wait_procs(family, timeout=10)
+        for process in left:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
         stop_services(started)
         print("Stopped.", flush=True)
 
