@@ -33,6 +33,7 @@ people kept exact by database triggers, to pick a strategy; it is never the gate
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -119,11 +120,16 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # ef_construction=128). When few of an owner's memories are open, an agent's ten
 # nearest include memories barely related to the query: near-ties that a narrow
 # search misses, so the search widens. Measured at 100k memories, 90% gated (10k
-# open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997. With many
-# open, 100 is enough (recall ~1.0 at 20k open and more).
-OPEN_ANN_EF_SEARCH = 100
+# open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997 (wider for the
+# 20 a hybrid search fetches: 0.95 at 200). With many open a narrow search is as
+# good (2026-11-25, 60 queries against exact gated truth): recall@10 and @20
+# 1.000 at ef_search 60 with 10% and 50% gated (0.998 at 40), and at 80% gated
+# (20k open) @10 1.000 and @20 0.98 whatever the width (40 to 200); each step
+# of 20 costs ~0.7 ms. Fetching more than a hybrid's 40 widens it in step.
+OPEN_ANN_EF_SEARCH = 60
+OPEN_ANN_EF_PER_FETCHED = 1.5
 OPEN_ANN_SPARSE_EF_SEARCH = 200
-# "Few open": at most this many (counted on the open-gate index, ~1.5 ms).
+# "Few open": at most this many (counted on the open-gate index, ~1.2 ms; see _open_hint).
 OPEN_ANN_SPARSE_MAX = 15_000
 OPEN_ANN_MAX_SCAN_TUPLES = 6_000
 # Agent searches first ask the maintained gate count (MemoryGate, a hint) how many
@@ -464,6 +470,16 @@ def _exact_neighbours(
     return _visible_neighbours(visible, embedding, fetch, exact=True)
 
 
+@functools.lru_cache(maxsize=16)
+def _vector_literal(values: tuple[float, ...]) -> str:
+    return Vector(list(values)).to_text()
+
+
+def _vector_text(embedding: Sequence[float]) -> str:
+    """The query vector as pgvector's text literal, formatted once per search (~0.17 ms each time)."""
+    return _vector_literal(tuple(float(value) for value in embedding))
+
+
 def _visible_neighbours(
     visible: tuple[str, list], embedding: Sequence[float], fetch: int, *, exact: bool
 ) -> list[tuple[uuid.UUID, float]]:
@@ -477,7 +493,7 @@ def _visible_neighbours(
     made). Plain SQL: the ORM's statement cost more to build than to run.
     """
     scope_sql, scope_params = visible
-    vector = Vector(embedding).to_text()
+    vector = _vector_text(embedding)
     distance = "visible.embedding <=> %s::vector"
     order = f"({distance}) + 0, visible.id" if exact else distance
     with connection.cursor() as cursor:
@@ -566,7 +582,13 @@ def _owner_share(owner_id: int) -> float:
 
 
 def _open_index_neighbours(
-    visible: tuple[str, list], embedding: Sequence[float], *, owner_id: int, fetch: int, ef_search: int
+    visible: tuple[str, list],
+    embedding: Sequence[float],
+    *,
+    owner_id: int,
+    fetch: int,
+    ef_search: int,
+    unindexed: bool = True,
 ) -> list[tuple[uuid.UUID, float]]:
     """The agents' path: HNSW over the gate rows nothing blocks (memory_gate_open_hnsw).
 
@@ -580,11 +602,12 @@ def _open_index_neighbours(
     The index holds the open rows that are `indexed`; the ones a grant opened
     since the last memories.index_opened_gates run are searched exactly beside it
     (_unindexed_open_neighbours) and merged by distance, so a memory a grant opens
-    is found on the very next query.
+    is found on the very next query. `unindexed=False`: the caller has just
+    asked (_open_hint) and there are none, so that search is skipped.
     """
-    _set_hnsw(ef_search=max(fetch * ANN_EF_PER_FETCHED, ef_search), max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
+    _set_hnsw(ef_search=ef_search, max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
     scope_sql, scope_params = visible
-    vector = Vector(embedding).to_text()
+    vector = _vector_text(embedding)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT visible.id, visible.embedding <=> %s::vector "
@@ -596,7 +619,8 @@ def _open_index_neighbours(
             [vector, *scope_params, owner_id, vector, fetch],
         )
         rows = cursor.fetchall()
-    rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
+    if unindexed:
+        rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
     return _by_distance(rows)[:fetch]
 
 
@@ -710,9 +734,50 @@ def _owner_has_more_than(owner_id: int, count: int) -> bool:
 # search: a result too small, never a blocked memory shown.
 
 
-def _open_count(owner_id: int) -> int:
-    """The owner's open memories, counted as far as the strategy needs (see _nearest_neighbours)."""
-    return _count_open_memories(owner_id, max(EXACT_CANDIDATES_MAX, OPEN_ANN_SPARSE_MAX))
+# Past EXACT_CANDIDATES_MAX the open count only tunes the index scan (how wide,
+# whether the owner is thin in the index), so the count up to OPEN_ANN_SPARSE_MAX
+# (~1.2 ms at 15,000) is kept per owner for HINT_TTL_SECONDS. owner id ->
+# (monotonic time read, count); emptied when it holds OPEN_COUNTS_KEPT owners.
+_OPEN_COUNTS: dict[int, tuple[float, int]] = {}
+OPEN_COUNTS_KEPT = 10_000
+
+
+def _open_hint(owner_id: int) -> tuple[int, bool]:
+    """(the owner's open memories counted as far as the strategy needs, whether any wait for the index).
+
+    The second: whether some open, embedded rows are not in the agents' index yet
+    (memory_gate_unindexed_idx), asked in the same statement as the count so the
+    search need not probe for them apart (_unindexed_open_neighbours).
+
+    Exact up to EXACT_CANDIDATES_MAX, counted on every call (~0.2 ms): whether
+    none are open, and whether the exact path over the open ones applies, is
+    always today's answer. Above that, the count up to OPEN_ANN_SPARSE_MAX may be
+    up to HINT_TTL_SECONDS old (never below EXACT_CANDIDATES_MAX + 1): it only
+    sets the index scan's width and bounds, and the gate in every statement
+    decides what passes, so an old count can cost recall or time, never show a
+    blocked memory or hide one a grant opened (found exactly until indexed).
+    """
+    gate = MemoryGate._meta.db_table
+    with connection.cursor() as cursor:
+        # The count as _count_open_memories makes it; EXISTS on the (usually empty) partial index.
+        cursor.execute(
+            f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {gate} "
+            "  WHERE owner_id = %s AND blocked_count = 0 LIMIT %s) open), "
+            f"EXISTS (SELECT 1 FROM {gate} WHERE owner_id = %s AND blocked_count = 0 "
+            "  AND NOT indexed AND embedding IS NOT NULL)",
+            [owner_id, EXACT_CANDIDATES_MAX + 1, owner_id],
+        )
+        few, unindexed = cursor.fetchone()
+    if few <= EXACT_CANDIDATES_MAX:
+        return few, unindexed
+    now = time.monotonic()
+    cached = _OPEN_COUNTS.get(owner_id)
+    if cached is None or now - cached[0] > HINT_TTL_SECONDS:
+        if len(_OPEN_COUNTS) >= OPEN_COUNTS_KEPT:
+            _OPEN_COUNTS.clear()
+        counted = _count_open_memories(owner_id, max(EXACT_CANDIDATES_MAX, OPEN_ANN_SPARSE_MAX))
+        cached = _OPEN_COUNTS[owner_id] = (now, counted)
+    return max(cached[1], EXACT_CANDIDATES_MAX + 1), unindexed
 
 
 def _count_open_memories(owner_id: int, cap: int) -> int:
@@ -742,6 +807,18 @@ HINT_TTL_SECONDS = 60.0
 # fetch, or the owner counts as thin in the index (_thin_in_the_index).
 THIN_SHARE_MARGIN = 2
 _RELATION_ROWS: dict[str, tuple[float, int]] = {}
+
+
+def forget_hints() -> None:
+    """Drop the per-process statistics hints (owner shares, relation sizes, open counts).
+
+    For what changes the data wholesale and measures at once (the benchmark
+    after it flips a gated fraction; each test): a server reads them again after
+    HINT_TTL_SECONDS anyway.
+    """
+    _OWNER_SHARES.clear()
+    _RELATION_ROWS.clear()
+    _OPEN_COUNTS.clear()
 
 
 def _relation_rows(name: str) -> int:
@@ -805,6 +882,7 @@ def _nearest_neighbours(
     limit: int,
     gated: bool = False,
     open_count: int | None = None,
+    unindexed: bool = True,
     visible: tuple[str, list] | None = None,
     small_owner: bool | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
@@ -815,7 +893,9 @@ def _nearest_neighbours(
     needs it (`visible`, its SQL compiled already, serves the agents' index path
     without it), with the gate inside it for agents, who pass
     gated=True so the maintained count can pick the strategy first (`open_count`:
-    _open_count(owner_id), when the caller has it already):
+    from _open_hint(owner_id), when the caller has it already; `unindexed`: whether
+    open rows may wait for the agents' index, the second half of _open_hint,
+    True when not known):
 
     - Nothing open per the count: no memory can pass, answer [] at once (the
       zero-match case does not walk an index to prove it).
@@ -844,7 +924,7 @@ def _nearest_neighbours(
 
     if gated:
         if open_count is None:
-            open_count = _open_count(owner_id)
+            open_count, unindexed = _open_hint(owner_id)
         if open_count == 0:
             return []
         if open_count <= EXACT_CANDIDATES_MAX or _thin_in_the_index(open_count, limit * ANN_OVERFETCH):
@@ -863,12 +943,18 @@ def _nearest_neighbours(
         return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
         sparse = open_count <= OPEN_ANN_SPARSE_MAX
+        fetch = limit * ANN_OVERFETCH
         rows = _open_index_neighbours(
             scope_sql(),
             embedding,
             owner_id=owner_id,
-            fetch=limit * ANN_OVERFETCH,
-            ef_search=OPEN_ANN_SPARSE_EF_SEARCH if sparse else OPEN_ANN_EF_SEARCH,
+            fetch=fetch,
+            ef_search=(
+                max(fetch * ANN_EF_PER_FETCHED, OPEN_ANN_SPARSE_EF_SEARCH)
+                if sparse
+                else max(math.ceil(fetch * OPEN_ANN_EF_PER_FETCHED), OPEN_ANN_EF_SEARCH)
+            ),
+            unindexed=unindexed,
         )[:limit]
         if len(rows) < limit:
             # The open memories in play: already counted when few, else counted on.
@@ -976,7 +1062,7 @@ def _text_matches(
                 query,
                 *candidate_params,
                 TEXT_CANDIDATES_MAX,
-                Vector(embedding).to_text() if embedding is not None else None,
+                _vector_text(embedding) if embedding is not None else None,
                 *visible_params,
                 fetch,
             ],
@@ -1117,7 +1203,7 @@ def memory_search(
     query = (query or "").strip()
     if not query:
         return []
-    open_count = _open_count(_owner_id(owner)) if respect_consent else None
+    open_count, unindexed = _open_hint(_owner_id(owner)) if respect_consent else (None, True)
     if open_count == 0:
         # Per the maintained count nothing of this owner's can pass the gate: skip
         # both searches (and embedding the query). A hint only: see above.
@@ -1157,6 +1243,7 @@ def memory_search(
                 limit=depth,
                 gated=respect_consent,
                 open_count=open_count,
+                unindexed=unindexed,
                 visible=visible,
                 small_owner=small_owner,
             )
@@ -1374,7 +1461,7 @@ def _circle_neighbours(
     open_count = _circle_open_count(circle_id, viewers, CIRCLE_EXACT_CANDIDATES_MAX)
     if open_count == 0:
         return []
-    vector = Vector(embedding).to_text()
+    vector = _vector_text(embedding)
     condition, params = _circle_open_shares(circle_id, viewers)
     if open_count <= CIRCLE_EXACT_CANDIDATES_MAX:
         fetch = limit * EXACT_CANDIDATES_OVERFETCH

@@ -56,12 +56,12 @@ def _isolated_test_broker() -> None:
 @pytest.fixture(autouse=True)
 def _fresh_search_hints() -> None:
     """Each test reads the planner's statistics afresh: the search's per-process hints
-    (an owner's share of the table, an index's size; kept a minute in production)
+    (an owner's share of the table, an index's size, an open count; kept a minute
+    in production)
     must not carry one test's owners into the next."""
     from memories import retrieval
 
-    retrieval._OWNER_SHARES.clear()
-    retrieval._RELATION_ROWS.clear()
+    retrieval.forget_hints()
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
@@ -18,6 +19,9 @@ def test_bench_circles_prints_each_consented_fraction_and_shares_what_it_says():
     text = out.getvalue()
     assert "Load average before measuring" in text
     assert "0.50" in text and "recall@k" in text
+    # Both searches are scored against an exact reference (a number, not nan).
+    for label in ("circle knn", "circle hybrid search"):
+        assert re.search(rf"0\.50 {label}\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[01]\.\d{{3}}\s", text), text
     circle = Circle.objects.get(name="Bench circle")
     assert MemoryShare.objects.filter(circle=circle).count() == 120
     assert circle.memberships.count() == 3

@@ -21,9 +21,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes():
     out = StringIO()
-    call_command("bench_load", clients=3, seconds=3, memories=120, stdout=out)
+    call_command("bench_load", clients=3, seconds=3, memories=120, think=0.05, stdout=out)
     text = out.getvalue()
 
+    assert "3 clients (each pausing 0.05 s on average between requests)" in text, text
     assert re.search(r"Throughput: [0-9.]+ requests/s; errors: 0 of [1-9][0-9]*", text), text
     for endpoint in ("agent search", "owner timeline", "memory write", "chat"):
         row = re.search(
@@ -41,3 +42,5 @@ def test_bench_load_refuses_nonsense_arguments():
 
     with pytest.raises(CommandError, match="--clients must be positive"):
         call_command("bench_load", clients=0, stdout=StringIO())
+    with pytest.raises(CommandError, match="--think cannot be negative"):
+        call_command("bench_load", think=-1, stdout=StringIO())

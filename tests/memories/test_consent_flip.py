@@ -403,3 +403,52 @@ def test_bench_consent_prints_flip_times_and_the_index_after_a_bulk_revoke():
     assert not MemoryGate.objects.filter(memory__in=owner_memories, indexed=False).exists()
     call_command("bench_consent", clean=True, stdout=StringIO())
     assert not owner_memories.exists()
+
+
+def test_the_open_hint_is_fresh_up_to_the_exact_path_and_a_kept_width_hint_above_it(alice, monkeypatch):
+    # Past EXACT_CANDIDATES_MAX the count only tunes the index scan, so it is kept a
+    # while; at or below it (none open, the exact path) every search counts afresh,
+    # and whether open rows wait for the agents' index is asked every time.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 1)
+    bob, carol = person(alice, "Bob"), person(alice, "Carol", ConsentStatus.PENDING)
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
+    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(2)]
+    assert retrieval._open_hint(alice.pk) == (3, False)
+
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
+    # Two more open and not yet indexed: the width hint is the kept one, the backlog is news.
+    assert retrieval._open_hint(alice.pk) == (3, True)
+    retrieval.forget_hints()
+    assert retrieval._open_hint(alice.pk) == (5, True)
+    assert tasks.index_opened_gates(alice.pk) == 2
+    assert retrieval._open_hint(alice.pk) == (5, False)
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+    person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice)
+    assert retrieval._open_hint(alice.pk) == (0, False)  # counted afresh: nothing kept says otherwise
+    assert memory_search(alice, "Bob", respect_consent=True, query_embedding=toward(0.0)) == []
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
+    assert retrieval._open_hint(alice.pk) == (5, True)  # 2 open, past the exact path: the kept 5
+    # Whatever the hint says, the gate decides: Carol's memories only, found before the task runs.
+    hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.5), limit=10)
+    assert {hit.memory.pk for hit in hits} == {m.pk for m in carols}
+    assert not {m.pk for m in bobs} & {hit.memory.pk for hit in hits}
+
+
+def test_agents_search_skips_the_backlog_probe_when_the_hint_says_there_is_none(alice, index_path):
+    from django.test.utils import CaptureQueriesContext
+
+    bob = person(alice, "Bob")
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
+    with CaptureQueriesContext(connection) as queries:
+        hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=3)
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in bobs]
+    probes = [q["sql"] for q in queries.captured_queries if "NOT indexed" in q["sql"]]
+    assert len(probes) == 1 and probes[0].startswith("SELECT (SELECT count(*)")  # the hint's own EXISTS
+
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+    person_set_consent(person=bob, status=ConsentStatus.GRANTED, actor=alice)  # a backlog now
+    with CaptureQueriesContext(connection) as queries:
+        hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=3)
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in bobs]
+    assert len([q for q in queries.captured_queries if "NOT indexed" in q["sql"]]) == 2

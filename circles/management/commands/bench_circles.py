@@ -6,7 +6,9 @@ person per 1% of memories — then a circle of `--members` members into which
 every member see them). A consented fraction is set by granting whole 1% buckets
 for the circle's audience. Measured as a member who is not the owner, so the
 whole circle rule applies: search p50/p95/p99 with recall@k against exact search
-over the same gate, the hybrid circle search, and the server time of the
+over the same gate, the hybrid circle search with recall@k against an exact fused
+reference (bench_retrieval.exact_fused: exact kNN and every full-text match
+ranked, over the same gate), and the server time of the
 timeline's first page (the query and loading its memories with their people).
 """
 
@@ -30,6 +32,7 @@ from memories.management.commands.bench_retrieval import (
     _prewarm,
     _queries,
     _seed_owner,
+    exact_fused,
 )
 from memories.models import Memory
 from people.models import ConsentStatus, PersonConsent
@@ -205,6 +208,15 @@ class Command(BaseCommand):
 
             return run
 
+        def exact_hybrid():
+            position = iter(range(len(queries)))
+
+            def run(query):
+                scope = retrieval.circle_visible_memories(circle.pk, viewer)
+                return exact_fused(scope, words[next(position)], query, limit)
+
+            return run
+
         def timeline(_query):
             return [
                 memory.pk for memory in retrieval.circle_memory_timeline(circle.pk, viewer)[:TIMELINE_PAGE]
@@ -231,7 +243,13 @@ class Command(BaseCommand):
             truth = _measure(exact, queries)
             line("circle knn", fraction, measured, truth, limit)
             line("exact (seq)", fraction, truth, truth, limit)
-            line("circle hybrid search", fraction, _measure(hybrid(), queries), None, limit)
+            line(
+                "circle hybrid search",
+                fraction,
+                _measure(hybrid(), queries),
+                _measure(exact_hybrid(), queries),
+                limit,
+            )
             line("timeline first page", fraction, _measure(timeline, queries[:50]), None, TIMELINE_PAGE)
         self.stdout.write(f"\nLoad average after measuring: {_load()}")
         self.stdout.write("Goals (issue): search p95 <= 15 ms, recall >= 0.99, timeline <= 30 ms.")

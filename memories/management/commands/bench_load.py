@@ -154,6 +154,13 @@ class Command(BaseCommand):
         parser.add_argument("--clients", type=int, default=50)
         parser.add_argument("--seconds", type=float, default=60.0)
         parser.add_argument("--memories", type=int, default=10_000, help="the bench owner's memories")
+        parser.add_argument(
+            "--think",
+            type=float,
+            default=0.0,
+            help="mean seconds each client pauses between requests (exponential, as a person reading "
+            "does); 0, the default: back to back, the server saturated",
+        )
         parser.add_argument("--seed", type=int, default=11)
         parser.add_argument("--clean", action="store_true", help="delete the bench_load user and exit")
 
@@ -166,6 +173,8 @@ class Command(BaseCommand):
         for name in ("clients", "seconds", "memories"):
             if options[name] <= 0:
                 raise CommandError(f"--{name} must be positive.")
+        if options["think"] < 0:
+            raise CommandError("--think cannot be negative.")
         if options["clients"] > 500:
             raise CommandError("--clients is at most 500.")
         self._run(options)
@@ -255,8 +264,17 @@ class Command(BaseCommand):
             self.stdout.write(f"Load average before measuring: {_load()}")
             deadline = time.monotonic() + options["seconds"]
 
+            think = options["think"]
+
             def drive(client: _Client) -> None:
                 while time.monotonic() < deadline:
+                    if think:
+                        # Paced like people: the next request after a pause (not measured).
+                        time.sleep(
+                            min(client.random.expovariate(1 / think), max(0.0, deadline - time.monotonic()))
+                        )
+                        if time.monotonic() >= deadline:
+                            break
                     endpoint = client.random.choices(endpoints, weights)[0]
                     started = time.perf_counter()
                     try:
@@ -290,8 +308,13 @@ class Command(BaseCommand):
 
     def _report(self, options, latencies, errors, statuses, elapsed: float) -> None:
         total = sum(len(values) for values in latencies.values())
+        pacing = (
+            f"each pausing {options['think']:g} s on average between requests"
+            if options["think"]
+            else "back to back"
+        )
         self.stdout.write(
-            f"\n{options['clients']} clients for {elapsed:.0f} s against gunicorn "
+            f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s against gunicorn "
             f"({web_workers()} workers, 4 threads each) on "
             f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories.\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"

@@ -367,6 +367,29 @@ def _copy_memories(
         out.write(f"  {username}: {done}/{memory_count} memories ({rate:.0f}/s)")
 
 
+def exact_fused(scope, words: str, query, limit: int) -> list[uuid.UUID]:
+    """The hybrid search's reference over `scope`: exact kNN and every full-text match
+    ranked (no candidate bound), fused as the search fuses them (bench_circles too)."""
+    from memories import retrieval
+
+    tsquery = SearchQuery(words, config="english", search_type="websearch")
+    depth = max(limit, retrieval.FUSION_DEPTH_MIN)
+    with transaction.atomic():
+        nearest = retrieval._exact_neighbours(scope, query, depth)
+        text = list(
+            scope.filter(search_vector=tsquery)
+            .annotate(
+                rank=SearchRank(F("search_vector"), tsquery), distance=CosineDistance("embedding", query)
+            )
+            .order_by("-rank", "-occurred_at", "pk")
+            .values_list("pk", "rank", "distance")[:depth]
+        )
+        hits = retrieval._fused_hits(
+            retrieval._scope_sql(scope), nearest, text, limit, relevance=retrieval.NO_CUTOFF
+        )
+    return [hit.memory.pk for hit in hits]
+
+
 def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     """Make `fraction` of the owner's memories fail the gate (whole 1% buckets).
 
@@ -377,6 +400,11 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     in place, then VACUUM. What one ordinary consent change costs is measured apart
     (_measure_consent_change).
     """
+    from memories import retrieval
+
+    # The search's per-process hints describe the state before: a server reads
+    # them again within a minute, the measurement starts now.
+    retrieval.forget_hints()
     pending = round(fraction * BUCKETS)
     unindexed = _unindexed_open_rows(seeded.user_id)
     changing = (
@@ -668,27 +696,11 @@ class Command(BaseCommand):
             return run
 
         def exact_hybrid(respect_consent):
-            """The reference: exact kNN and every full-text match ranked, fused the same way."""
             position = iter(range(len(queries)))
-            depth = max(limit, retrieval.FUSION_DEPTH_MIN)
 
             def run(query):
-                tsquery = SearchQuery(words[next(position)], config="english", search_type="websearch")
-                with transaction.atomic():
-                    scope = agent_scope if respect_consent else owner_scope
-                    nearest = retrieval._exact_neighbours(scope, query, depth)
-                    text = list(
-                        scope.filter(search_vector=tsquery)
-                        .annotate(
-                            rank=SearchRank(F("search_vector"), tsquery),
-                            distance=CosineDistance("embedding", query),
-                        )
-                        .order_by("-rank", "-occurred_at", "pk")
-                        .values_list("pk", "rank", "distance")[:depth]
-                    )
-                    visible = retrieval._scope_sql(scope)
-                    hits = retrieval._fused_hits(visible, nearest, text, limit, relevance=retrieval.NO_CUTOFF)
-                return [hit.memory.pk for hit in hits]
+                scope = agent_scope if respect_consent else owner_scope
+                return exact_fused(scope, words[next(position)], query, limit)
 
             return run
 
