@@ -174,6 +174,39 @@ def fix_wrong_share_counts(memory_ids: list[uuid.UUID]) -> None:
         cursor.execute("SELECT circles_share_refresh(%s::uuid[], NULL)", [memory_ids])
 
 
+# --- the full-text side's narrow copy ---------------------------------------------------------
+#
+# memories_memorytext (migration 0011) holds each memory's owner, date and text vector, kept by
+# triggers; hybrid search reads its full-text candidates there, so a missing or stale row hides a
+# memory from the text side (never shows one the gate refuses). Checked row for row against the
+# memories; fixed by copying them again and dropping rows whose memory is gone.
+
+
+def find_wrong_text_copies() -> list[uuid.UUID]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT coalesce(m.id, t.memory_id) FROM memories_memory m
+            FULL JOIN memories_memorytext t ON t.memory_id = m.id
+            WHERE m.id IS NULL OR t.memory_id IS NULL
+               OR (t.owner_id, t.occurred_at, t.search_vector)
+                  IS DISTINCT FROM (m.owner_id, m.occurred_at, m.search_vector)
+            ORDER BY 1
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def fix_wrong_text_copies(memory_ids: list[uuid.UUID]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memories_memorytext WHERE memory_id = ANY(%s::uuid[])", [memory_ids])
+        cursor.execute(
+            "INSERT INTO memories_memorytext (memory_id, owner_id, occurred_at, search_vector) "
+            "SELECT id, owner_id, occurred_at, search_vector FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            [memory_ids],
+        )
+
+
 # --- people -----------------------------------------------------------------------------------
 
 
@@ -484,6 +517,12 @@ CHECKS: tuple[Check, ...] = (
         "shared memories whose circle consent count is not what their people's consent makes it",
         find_wrong_share_counts,
         fix_wrong_share_counts,
+    ),
+    Check(
+        "wrong_text_copies",
+        "memories whose copy for full-text search is missing or out of date",
+        find_wrong_text_copies,
+        fix_wrong_text_copies,
     ),
     Check(
         "stale_embeddings",

@@ -244,3 +244,37 @@ class MemoryGate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id}: {self.blocked_count} blocking"
+
+
+class MemoryText(models.Model):
+    """A narrow copy of what hybrid search ranks on its full-text side, kept by database triggers.
+
+    Written ONLY by the triggers of migration 0011 (never by Python code): a memory
+    inserted, its text (so its search vector), date or owner changed, or deleted
+    changes its row here in the same statement.
+
+    Why a copy: the full-text side reads every memory a query matches, up to
+    retrieval.TEXT_CANDIDATES_MAX of them, and a memory row carries its 384-float
+    embedding in line (~2 KB), so reading 3,000 matches meant ~1,300 pages; these
+    rows are ~400 bytes (a common word's 3,000 matches: p95 13.5 → 7.9 ms at 100k).
+
+    Candidates only, never the gate: what any search returns still passes the
+    scope it is searched through (for agents the NOT EXISTS gate of
+    retrieval.agent_visible_memories). A row missing here can only make a
+    result too small; a stale one is checked against the real memory.
+    """
+
+    memory = models.OneToOneField(
+        Memory, on_delete=models.DO_NOTHING, db_constraint=False, primary_key=True, related_name="+"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    occurred_at = models.DateTimeField()
+    search_vector = SearchVectorField()
+
+    class Meta:
+        indexes = [GinIndex(fields=["search_vector"], name="memory_text_search_gin")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id}: text"

@@ -52,19 +52,16 @@ from django.db.models import (
     Count,
     Exists,
     F,
-    FloatField,
     OuterRef,
     Prefetch,
     Q,
     QuerySet,
-    Value,
 )
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from pgvector import HalfVector, Vector
-from pgvector.django import CosineDistance
+from pgvector import Vector
 
 from memories.models import (
     EMBEDDING_DIMENSIONS,
@@ -73,6 +70,7 @@ from memories.models import (
     MemoryEdge,
     MemoryGate,
     MemoryParticipant,
+    MemoryText,
     ParticipantRole,
     Sensitivity,
 )
@@ -670,34 +668,45 @@ def _unindexed_open_neighbours(
 
 
 def _open_candidates_neighbours(
-    scope: QuerySet[Memory], embedding: Sequence[float], *, owner_id: int, limit: int, open_count: int
+    visible: tuple[str, list], embedding: Sequence[float], *, owner_id: int, limit: int, open_count: int
 ) -> list[tuple[uuid.UUID, float]]:
     """Exact search among the (few) memories the count calls open.
 
     Ranks the owner's open gate rows by their half-precision copies (a sort, not
-    the index: +0), takes the nearest few per result asked, and lets `scope`
-    (the gate, the filters) and the full-precision distance decide among them.
-    When the gate or the filters leave fewer than `limit` of those and there were
-    more open memories than candidates, exact search over all of them instead.
+    the index: +0), takes the nearest few per result asked, and lets `visible`
+    (the gate and the filters: _compiled_scope or _scope_sql) and the
+    full-precision distance decide among them. When the gate or the filters leave
+    fewer than `limit` of those and there were more open memories than
+    candidates, exact search over all of them instead. Plain SQL around the
+    compiled scope, as _visible_neighbours: building these statements in the ORM
+    cost more (~5 ms) than running them.
     """
     fetch = limit * EXACT_CANDIDATES_OVERFETCH
-    candidates = (
-        MemoryGate.objects.filter(owner_id=owner_id, blocked_count=0, embedding__isnull=False)
-        .annotate(approximate=CosineDistance("embedding", HalfVector(embedding)))
-        .order_by(F("approximate") + Value(0.0, output_field=FloatField()), "memory_id")
-        .values("memory_id")[:fetch]
+    gate = MemoryGate._meta.db_table
+    vector = _vector_text(embedding)
+    scope_sql, scope_params = visible
+    # +0 on both orders: "ORDER BY distance LIMIT k" alone could be handed to an
+    # HNSW index (its nearest few over every owner, then filtered to these: too
+    # few), whenever the statistics make that look cheap.
+    open_rows = f"SELECT memory_id FROM {gate} WHERE owner_id = %s AND blocked_count = 0"
+
+    def ranked(candidates: str) -> str:
+        return (
+            "SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"WHERE visible.id = ANY(ARRAY({candidates})) AND visible.embedding IS NOT NULL "
+            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
+        )
+
+    nearest_open = (
+        f"{open_rows} AND embedding IS NOT NULL ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT %s"
     )
-    # +0 here too: "ORDER BY distance LIMIT k" alone could be handed to the HNSW
-    # index of all memories (its nearest few over every owner, then filtered to
-    # these candidates: too few), whenever the statistics make that look cheap.
-    rows = list(
-        scope.filter(pk__in=candidates, embedding__isnull=False)
-        .annotate(distance=CosineDistance("embedding", embedding))
-        .order_by(F("distance") + Value(0.0, output_field=FloatField()), "pk")
-        .values_list("pk", "distance")[:limit]
-    )
-    if len(rows) < limit and open_count > fetch:
-        return _exact_neighbours(_among_open_memories(scope, owner_id), embedding, limit)
+    with connection.cursor() as cursor:
+        cursor.execute(ranked(nearest_open), [vector, *scope_params, owner_id, vector, fetch, vector, limit])
+        rows = cursor.fetchall()
+        if len(rows) < limit and open_count > fetch:
+            cursor.execute(ranked(open_rows), [vector, *scope_params, owner_id, vector, limit])
+            rows = cursor.fetchall()
     return rows
 
 
@@ -922,6 +931,9 @@ def _nearest_neighbours(
     def scoped() -> QuerySet[Memory]:
         return scope() if callable(scope) else scope
 
+    def scope_sql() -> tuple[str, list]:
+        return visible or _scope_sql(scoped())
+
     if gated:
         if open_count is None:
             open_count, unindexed = _open_hint(owner_id)
@@ -929,14 +941,11 @@ def _nearest_neighbours(
             return []
         if open_count <= EXACT_CANDIDATES_MAX or _thin_in_the_index(open_count, limit * ANN_OVERFETCH):
             return _open_candidates_neighbours(
-                scoped(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
+                scope_sql(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
             )
 
     # (For agents, more open memories than EXACT_SEARCH_MAX_MEMORIES already means
     # a bigger owner: skip the size query.)
-    def scope_sql() -> tuple[str, list]:
-        return visible or _scope_sql(scoped())
-
     if small_owner is None and (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES):
         small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and small_owner:
@@ -985,6 +994,9 @@ def _candidates_sql(candidates: QuerySet[Memory]) -> tuple[str, list]:
 def _owner_candidates_sql(owner_id: int, *, open_only: bool, small_owner: bool = False) -> tuple[str, list]:
     """The owner's memories (no filters) as _text_matches candidates; `open_only`: the hint's open ones.
 
+    Read from MemoryText, the narrow copy of what the full-text side needs
+    (~400-byte rows instead of ~2 KB memory rows that carry the embedding).
+
     `small_owner` (at most EXACT_SEARCH_MAX_MEMORIES memories): the owner's rows
     are read through the owner_id index and the query checked on each (OFFSET 0
     keeps the match condition outside, so the full-text index is not used).
@@ -994,17 +1006,28 @@ def _owner_candidates_sql(owner_id: int, *, open_only: bool, small_owner: bool =
     1,000, against ~1 ms for reading the owner's own rows), so a small owner's
     search would cost what the whole table holds.
     """
-    table = Memory._meta.db_table
+    table = MemoryText._meta.db_table
     sql = (
-        f"SELECT {table}.id, {table}.search_vector, {table}.occurred_at "
+        f"SELECT {table}.memory_id, {table}.search_vector, {table}.occurred_at "
         f"FROM {table} WHERE {table}.owner_id = %s"
     )
     if not open_only:
         return (f"{sql} OFFSET 0" if small_owner else sql), [owner_id]
     return (
-        f"{sql} AND {table}.id = ANY(ARRAY(SELECT memory_id FROM {MemoryGate._meta.db_table} "
+        f"{sql} AND {table}.memory_id = ANY(ARRAY(SELECT memory_id FROM {MemoryGate._meta.db_table} "
         "WHERE owner_id = %s AND blocked_count = 0))",
         [owner_id, owner_id],
+    )
+
+
+def _circle_candidates_sql(circle_id: uuid.UUID | str) -> tuple[str, list]:
+    """The circle's shared memories as _text_matches candidates (from MemoryText; the gate decides)."""
+    table = MemoryText._meta.db_table
+    return (
+        f"SELECT {table}.memory_id, {table}.search_vector, {table}.occurred_at FROM {table} "
+        f"WHERE EXISTS (SELECT 1 FROM {_share_table()} s "
+        f"WHERE s.memory_id = {table}.memory_id AND s.circle_id = %s)",
+        [str(circle_id)],
     )
 
 
@@ -1021,11 +1044,13 @@ def _text_matches(
     One statement, bounded whatever the query matches:
     1. `candidates` (SQL selecting id, search_vector, occurred_at: a cheap
        superset of `visible` without the gate, the owner's memories and the
-       filters, or a circle's shares; see _candidates_sql) matching the query, read
-       from the GIN index, at most TEXT_CANDIDATES_MAX of them: a query so broad
-       that it matches more (one common word) ranks only that many, because
-       reading and ranking tens of thousands of text vectors is what made the
-       full-text side slow (70 ms p95 at 100k);
+       filters, or a circle's shares: _owner_candidates_sql and
+       _circle_candidates_sql read MemoryText's narrow rows, _candidates_sql a
+       filtered queryset's) matching the query, read from a GIN index, at most
+       TEXT_CANDIDATES_MAX of them: a query so broad that it matches more (one
+       common word) ranks only that many, because reading and ranking tens of
+       thousands of text vectors is what made the full-text side slow (70 ms
+       p95 at 100k);
     2. ranked by ts_rank, best first;
     3. each probed against `visible` (the gate: the compiled scope, a LATERAL
        subquery per candidate) in rank order, stopping at `fetch` that pass, so
@@ -1553,14 +1578,9 @@ def circle_memory_search(
             if embedding is not None
             else []
         )
-        from circles.models import MemoryShare
-
-        # The circle's shares are the candidates (the gate, in `scope`, decides).
-        candidates = Memory.objects.filter(
-            Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
-        )
+        # The circle's shares are the candidates (the gate, in `visible`, decides).
         text = _text_matches(
-            visible, query, depth, candidates=_candidates_sql(candidates), embedding=embedding
+            visible, query, depth, candidates=_circle_candidates_sql(circle_id), embedding=embedding
         )
         return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 

@@ -154,6 +154,19 @@ def test_restore_into_an_empty_database_brings_back_every_row(alice, journal, ba
             "SELECT consent_status FROM people_person WHERE display_name = 'Carol'"
         ).fetchone()
     assert (body, sensitivity, carol[0]) == ("Carol starts chemo on Monday", "sensitive", "revoked")
+    # The search's narrow text copy comes back once per memory (its triggers are
+    # created after the rows are restored, so nothing is copied twice), and keeps working.
+    with empty_database.connect() as restored:
+        copies = restored.execute("SELECT memory_id::text FROM memories_memorytext").fetchall()
+        restored.execute(
+            "UPDATE memories_memory SET body = body || ' and a zeppelin' WHERE title = %s", ["Carol's news"]
+        )
+        copied = restored.execute(
+            "SELECT count(*) FROM memories_memorytext "
+            "WHERE search_vector @@ to_tsquery('english', 'zeppelin')"
+        ).fetchone()[0]
+    assert sorted(row[0] for row in copies) == sorted(_as_text(Memory.objects.values_list("pk", flat=True)))
+    assert copied == 1
 
 
 def test_restore_by_url_and_into_a_database_with_data_only_with_force(

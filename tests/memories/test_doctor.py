@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.models import AccessLog, AccessSurface, Agent, Conversation, Message, MessageRole
-from memories import retrieval
+from memories import doctor, retrieval
 from memories.doctor import PLACEHOLDER_NAME
 from memories.embeddings import MODEL_NAME, embed_texts
 from memories.models import EdgeKind, Memory, MemoryEdge, MemoryKind, MemoryParticipant, Sensitivity
@@ -142,6 +142,17 @@ def broken(alice, mallory):
     cross_link = memory_create(owner=alice, body="Bob lives in Leeds", kind=MemoryKind.KNOWLEDGE)
     Memory.objects.filter(pk=cross_link.pk).update(superseded_by=malloys_memory)
 
+    # The full-text side's copy (migration 0011), changed behind its triggers' back.
+    uncopied = memory_create(owner=alice, body="The lighthouse at dusk", kind=MemoryKind.KNOWLEDGE)
+    miscopied = memory_create(owner=alice, body="Pancakes on Sunday", kind=MemoryKind.KNOWLEDGE)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memories_memorytext WHERE memory_id = %s", [uncopied.pk])
+        cursor.execute(
+            "UPDATE memories_memorytext SET search_vector = to_tsvector('english', 'waffles') "
+            "WHERE memory_id = %s",
+            [miscopied.pk],
+        )
+
     return {
         "healthy": healthy,
         "stale": stale,
@@ -160,6 +171,8 @@ def broken(alice, mallory):
         "cross_link": cross_link,
         "told_by_stranger": told_by_stranger,
         "marked_too_soon": marked_too_soon,
+        "uncopied": uncopied,
+        "miscopied": miscopied,
     }
 
 
@@ -189,6 +202,7 @@ def test_doctor_without_fix_reports_every_problem_and_changes_nothing(broken):
         "✗ 1 memories whose expiry does not match their kind",
         "✗ 1 expired memories not yet marked",
         "✗ 1 memories embedded with another model",
+        "✗ 2 memories whose copy for full-text search is missing or out of date",
         "problem(s) remain",
     ]:
         assert line in output, output
@@ -243,6 +257,13 @@ def test_doctor_fix_repairs_everything_and_a_second_run_is_clean(alice, mallory,
     assert wrong_expiry.expires_at == wrong_expiry.occurred_at + timedelta(days=14)
     assert not Memory.objects.filter(embedding__isnull=True).exists()
     assert set(Memory.objects.values_list("embedding_model", flat=True)) == {MODEL_NAME}
+
+    # The full-text copy is whole again, and finds the text the memory holds.
+    assert doctor.find_wrong_text_copies() == []
+    hits = retrieval.memory_search(
+        alice, "lighthouse", query_embedding=[1.0] + [0.0] * 383, relevance=retrieval.NO_CUTOFF
+    )
+    assert [hit.memory.pk for hit in hits if hit.text_rank is not None] == [broken["uncopied"].pk]
 
     # Nothing of Mallory's was touched.
     assert Memory.objects.get(pk=broken["mallorys_memory"].pk).body == "Mallory's secret plans"

@@ -51,6 +51,8 @@ PREWARMED = (
     "memories_memorygate",
     "memory_gate_open_idx",
     "memory_gate_open_hnsw",
+    "memories_memorytext",
+    "memory_text_search_gin",
 )
 VOCABULARY = (
     "river garden birthday kitchen school hospital train beach mountain concert dinner "

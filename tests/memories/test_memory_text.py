@@ -1,0 +1,119 @@
+"""MemoryText: the full-text side's narrow copy of each memory, kept by triggers (migration 0011).
+
+Every memory has exactly one row holding its owner, date and search vector, in
+the same statement as the change: created one by one or in bulk, edited,
+re-dated, moved, deleted. A change the copy does not hold (kind, embedding, ...)
+writes nothing there.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from memories.models import Memory, MemoryText
+from memories.retrieval import memory_search
+from memories.services import memory_create
+
+pytestmark = pytest.mark.django_db
+
+MIGRATION = importlib.import_module("memories.migrations.0011_memory_text_for_search")
+
+
+def assert_text_exact() -> None:
+    """The copy equals its source, row for row (compared in SQL: tsvectors as PostgreSQL sees them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM memories_memory m FULL JOIN memories_memorytext t ON t.memory_id = m.id "
+            "WHERE m.id IS NULL OR t.memory_id IS NULL OR t.owner_id <> m.owner_id "
+            "OR t.occurred_at <> m.occurred_at OR t.search_vector <> m.search_vector"
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def text_rows_written() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_updated('memories_memorytext'::regclass)"
+            " + pg_stat_get_xact_tuples_inserted('memories_memorytext'::regclass)"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_created_edited_redated_and_deleted_memories_keep_their_copy(alice, mallory):
+    lantern = memory_create(owner=alice, title="Lantern", body="an evening with a lantern")
+    Memory.objects.bulk_create(
+        [Memory(owner=alice, body=f"harbour walk {n}") for n in range(3)] + [Memory(owner=mallory, body="kite")]
+    )
+    assert MemoryText.objects.count() == 5
+    assert_text_exact()
+
+    lantern.body = "a morning by the harbour"
+    lantern.save()
+    Memory.objects.filter(pk=lantern.pk).update(occurred_at=lantern.occurred_at - timedelta(days=400))
+    assert_text_exact()
+    assert MemoryText.objects.filter(search_vector="harbour").count() == 4
+
+    Memory.objects.filter(pk=lantern.pk).update(owner=mallory)
+    assert MemoryText.objects.get(pk=lantern.pk).owner_id == mallory.pk
+
+    Memory.objects.filter(owner=alice).delete()
+    assert MemoryText.objects.count() == 2
+    assert_text_exact()
+
+
+def test_a_change_the_copy_does_not_hold_writes_nothing_there(alice):
+    lantern = memory_create(owner=alice, body="an evening with a lantern")
+    before = text_rows_written()
+
+    Memory.objects.filter(pk=lantern.pk).update(kind="event", embedding=[0.1] * 384)
+
+    assert text_rows_written() == before
+    assert_text_exact()
+
+
+def test_deleting_an_account_leaves_no_copy(alice, mallory):
+    memory_create(owner=alice, body="an evening with a lantern")
+    memory_create(owner=mallory, body="a kite")
+
+    alice.delete()
+
+    assert list(MemoryText.objects.values_list("owner_id", flat=True)) == [mallory.pk]
+    assert_text_exact()
+
+
+def test_the_migration_copies_existing_memories_once(alice):
+    first = memory_create(owner=alice, body="an evening with a lantern")
+    with connection.cursor() as cursor:
+        cursor.execute(MIGRATION.BACKWARD)  # as before 0011: no triggers
+        cursor.execute("DELETE FROM memories_memorytext")
+    second = memory_create(owner=alice, body="a lantern by the harbour")
+    assert not MemoryText.objects.exists()
+
+    with connection.cursor() as cursor:
+        cursor.execute(MIGRATION.FORWARD)  # the triggers, then the copy of what is there
+
+    assert set(MemoryText.objects.values_list("pk", flat=True)) == {first.pk, second.pk}
+    assert_text_exact()
+    memory_create(owner=alice, body="a third lantern")
+    assert MemoryText.objects.count() == 3
+    assert_text_exact()
+
+
+def test_search_finds_text_through_the_copy_and_the_gate_still_decides(alice):
+    from memories.models import MemoryParticipant
+    from people.models import ConsentStatus, Person
+
+    carol = Person.objects.create(owner=alice, display_name="Carol", consent_status=ConsentStatus.PENDING)
+    open_one = memory_create(owner=alice, body="an evening with a lantern")
+    withheld = memory_create(owner=alice, body="Carol's lantern")
+    MemoryParticipant.objects.create(memory=withheld, person=carol, role="present")
+
+    owner_hits = memory_search(alice, "lantern", query_embedding=[1.0] + [0.0] * 383)
+    agent_hits = memory_search(alice, "lantern", respect_consent=True, query_embedding=[1.0] + [0.0] * 383)
+
+    assert {hit.memory.pk for hit in owner_hits} == {open_one.pk, withheld.pk}
+    assert [hit.memory.pk for hit in agent_hits] == [open_one.pk]
