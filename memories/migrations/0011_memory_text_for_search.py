@@ -13,7 +13,10 @@ from django.db import migrations, models
 #   matter; the clause is checked without calling the function);
 # - deleted memories (statement level).
 # Existing memories are copied once, after the triggers exist (ON CONFLICT: a row a
-# trigger already wrote is not written twice). pg_dump restores the table's rows
+# trigger already wrote is not written twice), in the memories' own physical order,
+# as the triggers would have written them: the full-text side ranks the first
+# TEXT_CANDIDATES_MAX matches in that order, so a copy in another order (a parallel
+# scan's) would change which ones a broad query ranks. pg_dump restores the table's rows
 # before it creates the triggers, so a restore copies nothing twice either; the
 # WHEN clause names only built-in types, whose operators a restore finds with an
 # empty search_path (unlike pgvector's: migration 0007).
@@ -60,7 +63,7 @@ CREATE TRIGGER memories_text_memory_delete
     FOR EACH STATEMENT EXECUTE FUNCTION memories_text_on_memory_delete();
 
 INSERT INTO memories_memorytext (memory_id, owner_id, occurred_at, search_vector)
-    SELECT id, owner_id, occurred_at, search_vector FROM memories_memory
+    SELECT id, owner_id, occurred_at, search_vector FROM memories_memory ORDER BY ctid
 ON CONFLICT (memory_id) DO NOTHING;
 ANALYZE memories_memorytext;
 """
