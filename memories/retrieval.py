@@ -119,14 +119,17 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # nearest include memories barely related to the query: near-ties that a narrow
 # search misses, so the search widens. Measured at 100k memories, 90% gated (10k
 # open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997 (wider for the
-# 20 a hybrid search fetches: 0.95 at 200). With many open a narrow search is as
+# 20 a hybrid search fetches: 0.95 at 200). The graph differs from build to build:
+# on 2026-11-25 another build gave @10 0.982 / 0.987 / 0.993 / 0.998 at 160 / 200 /
+# 300 / 400 (p50 8.3 / 6.1 / 9.5 / 10.6 ms), and the bench 0.988 at 200 twice, so
+# sparse owners get 300. With many open a narrow search is as
 # good (2026-11-25, 60 queries against exact gated truth): recall@10 and @20
 # 1.000 at ef_search 60 with 10% and 50% gated (0.998 at 40), and at 80% gated
 # (20k open) @10 1.000 and @20 0.98 whatever the width (40 to 200); each step
 # of 20 costs ~0.7 ms. Fetching more than a hybrid's 40 widens it in step.
 OPEN_ANN_EF_SEARCH = 60
 OPEN_ANN_EF_PER_FETCHED = 1.5
-OPEN_ANN_SPARSE_EF_SEARCH = 200
+OPEN_ANN_SPARSE_EF_SEARCH = 300
 # "Few open": at most this many (counted on the open-gate index, ~1.2 ms; see _open_hint).
 OPEN_ANN_SPARSE_MAX = 15_000
 OPEN_ANN_MAX_SCAN_TUPLES = 6_000

@@ -437,14 +437,17 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
 
 
 def _settle() -> None:
-    """Write out what index builds and bulk changes left dirty (CHECKPOINT) before measuring:
-    otherwise the checkpoint that follows them lands inside the next measurement (owner kNN
-    p95 18-79 ms instead of ~4-7 ms, measured). Skipped where the role may not checkpoint."""
+    """Before measuring again after index builds and bulk changes: write out what they left
+    dirty (CHECKPOINT; skipped where the role may not), so that checkpoint does not land inside
+    the measurement, and read the searched relations back into shared buffers, which a build
+    fills with its own pages (the owner's kNN measured right after one: p50/p95 8-18 / 30-79 ms
+    against ~4 / 7 ms warm)."""
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("CHECKPOINT")
     except DatabaseError:
         pass
+    _prewarm()
 
 
 def _index_opened(owner_id: int) -> None:
