@@ -32,7 +32,6 @@ from memories.management.commands.bench_retrieval import (
     _prewarm,
     _queries,
     _seed_owner,
-    _settle,
     exact_fused,
 )
 from memories.models import Memory
@@ -97,7 +96,6 @@ def _set_consented_fraction(circle: Circle, bucket_person_ids: list, fraction: f
         # next (statistics for the planner, dead rows out of the indexes).
         cursor.execute("ANALYZE people_personconsent")
         cursor.execute("VACUUM ANALYZE circles_memoryshare")
-    _settle()
 
 
 class Command(BaseCommand):

@@ -436,7 +436,7 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
     _settle()
 
 
-def _settle() -> None:
+def _settle(relations: tuple[str, ...] = PREWARMED) -> None:
     """Before measuring again after index builds and bulk changes: write out what they left
     dirty (CHECKPOINT; skipped where the role may not), so that checkpoint does not land inside
     the measurement, and read the searched relations back into shared buffers, which a build
@@ -447,7 +447,7 @@ def _settle() -> None:
             cursor.execute("CHECKPOINT")
     except DatabaseError:
         pass
-    _prewarm()
+    _prewarm(relations)
 
 
 def _index_opened(owner_id: int) -> None:
