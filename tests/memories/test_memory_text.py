@@ -46,7 +46,8 @@ def text_rows_written() -> int:
 def test_created_edited_redated_and_deleted_memories_keep_their_copy(alice, mallory):
     lantern = memory_create(owner=alice, title="Lantern", body="an evening with a lantern")
     Memory.objects.bulk_create(
-        [Memory(owner=alice, body=f"harbour walk {n}") for n in range(3)] + [Memory(owner=mallory, body="kite")]
+        [Memory(owner=alice, body=f"harbour walk {n}") for n in range(3)]
+        + [Memory(owner=mallory, body="kite")]
     )
     assert MemoryText.objects.count() == 5
     assert_text_exact()
