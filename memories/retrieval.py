@@ -1501,9 +1501,27 @@ def _circle_neighbours(
                 [*params, vector, fetch],
             )
             candidates = [row[0] for row in cursor.fetchall()]
-        rows = _exact_neighbours(scope().filter(pk__in=candidates), embedding, limit)
-        if len(rows) < limit and open_count > fetch:
-            return _exact_neighbours(_among_open_shares(scope(), circle_id, viewers), embedding, limit)
+            # Through the compiled gate in plain SQL, as _open_candidates_neighbours: the
+            # ORM's statement for these few cost more to build than to run.
+            scope_sql, scope_params = visible
+            ranked = (
+                "SELECT visible.id, visible.embedding <=> %s::vector "
+                f"FROM ({scope_sql}) AS visible (id, embedding) "
+                "WHERE visible.id = ANY({ids}) AND visible.embedding IS NOT NULL "
+                "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
+            )
+            cursor.execute(
+                ranked.replace("{ids}", "%s::uuid[]"), [vector, *scope_params, candidates, vector, limit]
+            )
+            rows = cursor.fetchall()
+            if len(rows) < limit and open_count > fetch:
+                cursor.execute(
+                    ranked.replace(
+                        "{ids}", f"ARRAY(SELECT s.memory_id FROM {_share_table()} s WHERE {condition})"
+                    ),
+                    [vector, *scope_params, *params, vector, limit],
+                )
+                rows = cursor.fetchall()
         return rows
     sparse = open_count <= OPEN_ANN_SPARSE_MAX
     _set_hnsw(
