@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, Subquery
+from django.db.models import Count, F, Min, Q, Subquery
 from django.utils import timezone
 
 from config.db_retry import retry_on_conflict
@@ -397,23 +397,49 @@ def _memory_embeddings_store(
     return [memory_id for memory_id, _, _ in claimed if memory_id in written]
 
 
-def _similar_targets(*, memory_id: uuid.UUID, owner_id: int, embedding) -> list[tuple[uuid.UUID, float]]:
-    # The owner's own (ungated) neighbours, through the one vector-search path:
-    # it searches exactly for small journals and iteratively over HNSW for large
-    # ones, so dead index entries or other owners' rows cannot starve the list.
+# How many of a memory's nearest are checked for whether it now belongs in their own
+# `similar` lists (see _similar_targets): exact for journals this small, and nearly so beyond.
+SIMILAR_REVERSE_CANDIDATES = 50
+
+
+def _similar_targets(
+    *, memory_id: uuid.UUID, owner_id: int, embedding
+) -> tuple[list[tuple[uuid.UUID, float]], set[uuid.UUID]]:
+    """(this memory's `similar` targets, the memories whose own lists it now belongs in).
+
+    The owner's own (ungated) neighbours, through the one vector-search path: it
+    searches exactly for small journals and iteratively over HNSW for large ones,
+    so dead index entries or other owners' rows cannot starve the list.
+
+    Nearest neighbours are not symmetric: this memory may enter the top list of a
+    memory X that is not in its own. Among its nearest SIMILAR_REVERSE_CANDIDATES,
+    those X whose list is short, or whose weakest `similar` edge is weaker than
+    their similarity to this memory, have a stale list now.
+    """
     from memories.retrieval import memory_similar
 
+    limit = settings.MEMORY_EDGES_SIMILAR_LIMIT
+    minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
     hits = memory_similar(
         Memory(pk=memory_id, owner_id=owner_id),
         respect_consent=False,
-        limit=settings.MEMORY_EDGES_SIMILAR_LIMIT,
+        limit=max(limit, SIMILAR_REVERSE_CANDIDATES),
     )
-    minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
-    return [
+    near = [
         (hit.memory.pk, hit.similarity)
         for hit in hits
         if hit.similarity is not None and hit.similarity >= minimum
     ]
+    lists = {
+        row["source_id"]: (row["count"], row["weakest"])
+        for row in MemoryEdge.objects.filter(source_id__in=[pk for pk, _ in near], kind=EdgeKind.SIMILAR)
+        .values("source_id")
+        .annotate(count=Count("id"), weakest=Min("weight"))
+    }
+    stale = {
+        pk for pk, similarity in near if pk not in lists or lists[pk][0] < limit or similarity > lists[pk][1]
+    }
+    return near[:limit], stale
 
 
 def _shared_person_targets(*, memory_id: uuid.UUID, owner_id: int) -> list[tuple[uuid.UUID, float]]:
@@ -440,8 +466,9 @@ def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
     (serialised by an advisory lock), leaves the same rows.
 
     Returns the neighbours whose own lists may now be stale: those that pointed
-    here, and those this memory now points to (similarity and sharing a person
-    are symmetric, so this memory may belong in their lists).
+    here, those this memory now points to (similarity and sharing a person are
+    symmetric, so this memory may belong in their lists), and the near ones whose
+    similar lists it now enters without their being in its own (_similar_targets).
     """
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -450,13 +477,12 @@ def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
         if memory is None:
             return set()  # deleted since the task was queued; its edges went with it
         targets: list[tuple[str, uuid.UUID, float]] = []
+        entered: set[uuid.UUID] = set()
         if memory["embedding"] is not None:
-            targets += [
-                (EdgeKind.SIMILAR, target_id, weight)
-                for target_id, weight in _similar_targets(
-                    memory_id=memory_id, owner_id=memory["owner_id"], embedding=memory["embedding"]
-                )
-            ]
+            similar, entered = _similar_targets(
+                memory_id=memory_id, owner_id=memory["owner_id"], embedding=memory["embedding"]
+            )
+            targets += [(EdgeKind.SIMILAR, target_id, weight) for target_id, weight in similar]
         targets += [
             (EdgeKind.SHARED_PERSON, target_id, weight)
             for target_id, weight in _shared_person_targets(memory_id=memory_id, owner_id=memory["owner_id"])
@@ -478,7 +504,7 @@ def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
             for kind, target_id, weight in targets
         )
         Memory.objects.filter(id=memory_id).update(edges_computed_at=timezone.now())
-    return (pointing_here | {target_id for _, target_id, _ in targets}) - {memory_id}
+    return (pointing_here | entered | {target_id for _, target_id, _ in targets}) - {memory_id}
 
 
 def memory_edges_refresh_many(

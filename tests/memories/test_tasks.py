@@ -420,3 +420,34 @@ def test_save_succeeds_with_the_broker_down_and_the_sweep_finds_it_later(alice, 
     assert plan.embed_batches == [[memory.pk]]
     tasks.refresh_memories([str(pk) for pk in plan.embed_batches[0]])
     assert Memory.objects.get(pk=memory.pk).embedded_at is not None
+
+
+def test_a_memory_that_enters_a_neighbours_list_without_that_neighbour_in_its_own_invalidates_it(
+    alice, settings
+):
+    # Nearest neighbours are not symmetric: Y's nearest is Z, yet Y is now nearer to X
+    # than X's current nearest (Z). Refreshing Y must say X's list is stale too.
+    import math
+
+    from memories.services import memory_edges_refresh
+
+    settings.MEMORY_EDGES_SIMILAR_LIMIT = 1
+
+    def at(angle: float) -> Memory:
+        memory = memory_create(owner=alice, body=f"a memory at {angle}")
+        vector = [math.cos(angle), math.sin(angle)] + [0.0] * 382
+        Memory.objects.filter(pk=memory.pk).update(embedding=vector)
+        return memory
+
+    x, z = at(0.0), at(0.25)
+    memory_edges_refresh(memory_id=x.pk)
+    memory_edges_refresh(memory_id=z.pk)
+    assert {target for target, _, _ in edges_of(x)} == {str(z.pk)}
+
+    y = at(0.2)
+    stale = memory_edges_refresh(memory_id=y.pk)
+
+    assert {target for target, _, _ in edges_of(y)} == {str(z.pk)}  # x is not in y's own list
+    assert x.pk in stale
+    memory_edges_refresh(memory_id=x.pk)
+    assert {target for target, _, _ in edges_of(x)} == {str(y.pk)}
