@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from pgvector.django import HalfVectorField, HnswIndex
 
@@ -127,12 +129,13 @@ class JoinRequest(models.Model):
 class MemoryShare(models.Model):
     """A memory shared into a circle. No share, no reader but the owner.
 
-    The last four fields are a hint kept by database triggers (circles migration
-    0002), never written by Python: `blocked_count` counts the memory's people
-    (participants, and who told it) not granted for this circle's audience (Self
-    counts as granted), and `owner`, `occurred_at` and `embedding` (half precision)
-    copy the memory's. They let a circle's timeline and vector search walk only
-    the shares that can pass; the gate in memories/retrieval.py still filters
+    The last five fields are a hint kept by database triggers (circles migrations
+    0002 and 0006), never written by Python: `blocked_count` counts the memory's
+    people (participants, and who told it) not granted for this circle's audience
+    (Self counts as granted), and `owner`, `occurred_at`, `embedding` (half
+    precision) and `search_vector` copy the memory's. They let a circle's
+    timeline, vector search and full-text search walk only the shares that can
+    pass; the gate in memories/retrieval.py still filters
     every row, so a wrong count could only make a result smaller, never leak.
     """
 
@@ -152,6 +155,7 @@ class MemoryShare(models.Model):
     )
     occurred_at = models.DateTimeField(null=True, editable=False)
     embedding = HalfVectorField(dimensions=EMBEDDING_DIMENSIONS, null=True, editable=False)
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["memory", "circle"], name="one_share_per_circle")]
@@ -182,6 +186,18 @@ class MemoryShare(models.Model):
                 m=24,
                 ef_construction=128,
                 opclasses=["halfvec_cosine_ops"],
+            ),
+            # The full-text side of circle search: only shares that can pass (btree_gin),
+            # and a viewer's own blocked ones (the owner always sees their own).
+            GinIndex(
+                fields=["circle", "search_vector"],
+                condition=models.Q(blocked_count=0),
+                name="memory_share_open_text",
+            ),
+            GinIndex(
+                fields=["owner", "circle", "search_vector"],
+                condition=models.Q(blocked_count__gt=0),
+                name="memory_share_blocked_text",
             ),
         ]
 

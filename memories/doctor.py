@@ -128,7 +128,8 @@ def fix_bad_edges(edge_ids: list[int]) -> None:
 # --- consent-gate counts ----------------------------------------------------------------------
 #
 # memories_memorygate (the agents' count) and circles_memoryshare (each circle's) carry counts
-# that database triggers keep exact (memories 0004-0007, circles 0002-0003). They are hints for
+# that database triggers keep exact (memories 0004-0009, circles 0002-0006; the shares also copy
+# the text vector). They are hints for
 # the search strategy, never the gate itself, but a wrong one makes searches return too little.
 # Checked against the triggers' own SQL functions; fixed by the triggers' own refresh.
 
@@ -160,9 +161,9 @@ def find_wrong_share_counts() -> list[uuid.UUID]:
             """
             SELECT DISTINCT s.memory_id FROM circles_memoryshare s
             JOIN memories_memory m ON m.id = s.memory_id
-            WHERE (s.blocked_count, s.owner_id, s.occurred_at, s.embedding)
+            WHERE (s.blocked_count, s.owner_id, s.occurred_at, s.embedding, s.search_vector)
                   IS DISTINCT FROM (circles_share_blockers(s.memory_id, s.circle_id), m.owner_id,
-                                    m.occurred_at, m.embedding::halfvec)
+                                    m.occurred_at, m.embedding::halfvec, m.search_vector)
             ORDER BY s.memory_id
             """
         )
@@ -176,9 +177,10 @@ def fix_wrong_share_counts(memory_ids: list[uuid.UUID]) -> None:
 
 # --- the full-text side's narrow copy ---------------------------------------------------------
 #
-# memories_memorytext (migration 0011) holds each memory's owner, date and text vector, kept by
-# triggers; hybrid search reads its full-text candidates there, so a missing or stale row hides a
-# memory from the text side (never shows one the gate refuses). Checked row for row against the
+# memories_memorytext (migration 0011) holds each memory's owner, date and text vector, and
+# whether the agents' count lets it pass (0012), kept by triggers; hybrid search reads its
+# full-text candidates there, so a missing or stale row hides a memory from the text side
+# (never shows one the gate refuses). Checked row for row against the
 # memories; fixed by copying them again and dropping rows whose memory is gone.
 
 
@@ -188,9 +190,11 @@ def find_wrong_text_copies() -> list[uuid.UUID]:
             """
             SELECT coalesce(m.id, t.memory_id) FROM memories_memory m
             FULL JOIN memories_memorytext t ON t.memory_id = m.id
+            LEFT JOIN memories_memorygate g ON g.memory_id = m.id
             WHERE m.id IS NULL OR t.memory_id IS NULL
-               OR (t.owner_id, t.occurred_at, t.search_vector)
-                  IS DISTINCT FROM (m.owner_id, m.occurred_at, m.search_vector)
+               OR (t.owner_id, t.occurred_at, t.search_vector, t.agents_open)
+                  IS DISTINCT FROM (m.owner_id, m.occurred_at, m.search_vector,
+                                    coalesce(g.blocked_count = 0, false))
             ORDER BY 1
             """
         )
@@ -201,8 +205,10 @@ def fix_wrong_text_copies(memory_ids: list[uuid.UUID]) -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM memories_memorytext WHERE memory_id = ANY(%s::uuid[])", [memory_ids])
         cursor.execute(
-            "INSERT INTO memories_memorytext (memory_id, owner_id, occurred_at, search_vector) "
-            "SELECT id, owner_id, occurred_at, search_vector FROM memories_memory WHERE id = ANY(%s::uuid[])",
+            "INSERT INTO memories_memorytext (memory_id, owner_id, occurred_at, search_vector, agents_open) "
+            "SELECT m.id, m.owner_id, m.occurred_at, m.search_vector, coalesce(g.blocked_count = 0, false) "
+            "FROM memories_memory m LEFT JOIN memories_memorygate g ON g.memory_id = m.id "
+            "WHERE m.id = ANY(%s::uuid[])",
             [memory_ids],
         )
 
@@ -514,7 +520,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "wrong_share_counts",
-        "shared memories whose circle consent count is not what their people's consent makes it",
+        "shared memories whose circle consent count or copy of the memory is out of date",
         find_wrong_share_counts,
         fix_wrong_share_counts,
     ),

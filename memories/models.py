@@ -253,6 +253,13 @@ class MemoryText(models.Model):
     inserted, its text (so its search vector), date or owner changed, or deleted
     changes its row here in the same statement.
 
+    `agents_open` (migration 0012) copies "the agents' count lets it pass"
+    (MemoryGate.blocked_count = 0), kept by the gate's own refresh: the partial
+    index memory_text_open_gin holds only those rows, so the agents' full-text
+    side ranks matches that can pass rather than the first of all the owner's
+    (at 90% gated, nine in ten of a common word's first 3,000 matches were
+    blocked). A hint like the count it copies: the gate still decides.
+
     Why a copy: the full-text side reads every memory a query matches, up to
     retrieval.TEXT_CANDIDATES_MAX of them, and a memory row carries its 384-float
     embedding in line (~2 KB), so reading 3,000 matches meant ~1,300 pages; these
@@ -272,9 +279,18 @@ class MemoryText(models.Model):
     )
     occurred_at = models.DateTimeField()
     search_vector = SearchVectorField()
+    agents_open = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
-        indexes = [GinIndex(fields=["search_vector"], name="memory_text_search_gin")]
+        indexes = [
+            GinIndex(fields=["search_vector"], name="memory_text_search_gin"),
+            # The agents' full-text side: (owner, words) over the rows that can pass (btree_gin).
+            GinIndex(
+                fields=["owner", "search_vector"],
+                condition=models.Q(agents_open=True),
+                name="memory_text_open_gin",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.memory_id}: text"

@@ -1,7 +1,7 @@
 """The circles' maintained hint (MemoryShare.blocked_count and copies) and why it cannot leak.
 
 The expected counts are recomputed here from the rows, independently of the
-triggers of circles migration 0002.
+triggers of circles migrations 0002 and 0006.
 """
 
 from __future__ import annotations
@@ -55,6 +55,8 @@ def assert_hint_exact() -> None:
         assert share.owner_id == share.memory.owner_id
         assert share.occurred_at == share.memory.occurred_at
         assert (share.embedding is None) == (share.memory.embedding is None)
+        # The text vector the full-text side of circle search reads (migration 0006).
+        assert share.search_vector == share.memory.search_vector
 
 
 def unit(seed: int) -> list[float]:
@@ -75,6 +77,7 @@ operation = st.one_of(
     st.tuples(st.just("source"), st.integers(0, 5), st.none() | st.integers(0, 3)),
     st.tuples(st.just("embed"), st.integers(0, 5), st.none() | st.integers(0, 3)),
     st.tuples(st.just("redate"), st.integers(0, 5), st.integers(1, 900)),
+    st.tuples(st.just("retext"), st.integers(0, 5), st.sampled_from(["a lantern walk", "rain", "a day"])),
 )
 
 
@@ -127,6 +130,8 @@ def test_share_counts_and_copies_stay_exact_under_any_sequence_of_changes(alice,
                     Memory.objects.filter(pk=memory.pk).update(
                         embedding=None if args[1] is None else unit(args[1])
                     )
+                elif name == "retext":
+                    Memory.objects.filter(pk=memory.pk).update(body=args[1])
                 elif name == "redate":
                     Memory.objects.filter(pk=memory.pk).update(
                         occurred_at=timezone.now() - timedelta(days=args[1])
@@ -200,3 +205,50 @@ def test_compiled_circle_gate_is_what_the_orm_compiles(alice, bob, family, mallo
         compiled = retrieval._compiled_circle_scope(circle.pk, viewers, **shape)
         assert compiled == (sql, list(params))
         assert not any(retrieval._mentions_placeholder(param) for param in compiled[1])
+
+
+def test_circle_text_search_reads_only_shares_that_can_pass_and_doctor_repairs_the_copy(alice, bob, family):
+    # The full-text side reads the shares' own text copies (migration 0006): a share
+    # whose copy went stale behind the triggers' back is not found by its words, the
+    # doctor names it, and its fix brings it back. Never shown past the gate either way.
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    memory = memory_create(owner=alice, body="lantern walk by the river", sensitivity="public")
+    share = MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)
+    assert [hit.memory.pk for hit in circle_memory_search(family.pk, [bob.pk], "lantern")] == [memory.pk]
+    # An edit of the memory's text reaches the share's copy.
+    Memory.objects.filter(pk=memory.pk).update(body="kite festival on the hill")
+    assert circle_memory_search(family.pk, [bob.pk], "lantern") == []
+    assert [hit.memory.pk for hit in circle_memory_search(family.pk, [bob.pk], "kite")] == [memory.pk]
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE circles_memoryshare SET search_vector = to_tsvector('english', 'waffles') WHERE id = %s",
+            [share.pk],
+        )
+    assert circle_memory_search(family.pk, [bob.pk], "kite") == []
+    out = StringIO()
+    with pytest.raises(CommandError):  # doctor exits non-zero while a problem is found
+        call_command("doctor", stdout=out, stderr=StringIO())
+    assert (
+        "✗ 1 shared memories whose circle consent count or copy of the memory is out of date"
+        in out.getvalue()
+    )
+    call_command("doctor", "--fix", stdout=StringIO(), stderr=StringIO())
+    share.refresh_from_db()
+    assert share.search_vector == Memory.objects.get(pk=memory.pk).search_vector
+    assert [hit.memory.pk for hit in circle_memory_search(family.pk, [bob.pk], "kite")] == [memory.pk]
+
+
+def test_circle_text_search_finds_the_owners_own_blocked_shares_and_nobody_elses(alice, bob, family):
+    carol = person_create(owner=alice, display_name="Carol")  # pending for Family
+    memory = memory_create(
+        owner=alice, body="lantern walk", sensitivity="public", participants=[ParticipantSpec(person=carol)]
+    )
+    MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)
+    assert MemoryShare.objects.get(memory=memory).blocked_count == 1
+    assert [hit.memory.pk for hit in circle_memory_search(family.pk, [alice.pk], "lantern")] == [memory.pk]
+    assert circle_memory_search(family.pk, [bob.pk], "lantern") == []
+    assert circle_memory_search(family.pk, [alice.pk, bob.pk], "lantern") == []

@@ -1,9 +1,10 @@
-"""MemoryText: the full-text side's narrow copy of each memory, kept by triggers (migration 0011).
+"""MemoryText: the full-text side's narrow copy of each memory, kept by triggers (migrations 0011, 0012).
 
-Every memory has exactly one row holding its owner, date and search vector, in
-the same statement as the change: created one by one or in bulk, edited,
-re-dated, moved, deleted. A change the copy does not hold (kind, embedding, ...)
-writes nothing there.
+Every memory has exactly one row holding its owner, date and search vector, and
+whether the agents' count lets it pass, in the same statement as the change:
+created one by one or in bulk, edited, re-dated, moved, deleted, its people's
+consent changed. A change the copy does not hold (kind, embedding, ...) writes
+nothing there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from memories.services import memory_create
 pytestmark = pytest.mark.django_db
 
 MIGRATION = importlib.import_module("memories.migrations.0011_memory_text_for_search")
+AGENTS_FLAG = importlib.import_module("memories.migrations.0012_memory_text_agents_open")
 
 
 def assert_text_exact() -> None:
@@ -30,6 +32,13 @@ def assert_text_exact() -> None:
             "SELECT count(*) FROM memories_memory m FULL JOIN memories_memorytext t ON t.memory_id = m.id "
             "WHERE m.id IS NULL OR t.memory_id IS NULL OR t.owner_id <> m.owner_id "
             "OR t.occurred_at <> m.occurred_at OR t.search_vector <> m.search_vector"
+        )
+        assert cursor.fetchone()[0] == 0
+        # agents_open (0012) is "the agents' count lets it pass", for every row.
+        cursor.execute(
+            "SELECT count(*) FROM memories_memorytext t "
+            "LEFT JOIN memories_memorygate g ON g.memory_id = t.memory_id "
+            "WHERE t.agents_open <> coalesce(g.blocked_count = 0, false)"
         )
         assert cursor.fetchone()[0] == 0
 
@@ -89,6 +98,7 @@ def test_deleting_an_account_leaves_no_copy(alice, mallory):
 def test_the_migration_copies_existing_memories_once(alice):
     first = memory_create(owner=alice, body="an evening with a lantern")
     with connection.cursor() as cursor:
+        cursor.execute(AGENTS_FLAG.BACKWARD)
         cursor.execute(MIGRATION.BACKWARD)  # as before 0011: no triggers
         cursor.execute("DELETE FROM memories_memorytext")
     second = memory_create(owner=alice, body="a lantern by the harbour")
@@ -96,6 +106,7 @@ def test_the_migration_copies_existing_memories_once(alice):
 
     with connection.cursor() as cursor:
         cursor.execute(MIGRATION.FORWARD)  # the triggers, then the copy of what is there
+        cursor.execute(AGENTS_FLAG.FORWARD)  # the agents' flag, set from the gate
 
     assert set(MemoryText.objects.values_list("pk", flat=True)) == {first.pk, second.pk}
     assert_text_exact()
@@ -118,3 +129,93 @@ def test_search_finds_text_through_the_copy_and_the_gate_still_decides(alice):
 
     assert {hit.memory.pk for hit in owner_hits} == {open_one.pk, withheld.pk}
     assert [hit.memory.pk for hit in agent_hits] == [open_one.pk]
+
+
+def test_the_agents_flag_follows_consent_people_and_sources(alice):
+    from memories.models import MemoryParticipant
+    from people.models import ConsentStatus
+    from people.services import person_create, person_set_consent
+
+    carol = person_create(owner=alice, display_name="Carol")  # pending
+    dan = person_create(owner=alice, display_name="Dan")
+    person_set_consent(person=dan, status=ConsentStatus.GRANTED, actor=alice)
+    plain = memory_create(owner=alice, body="a lantern")
+    with_carol = memory_create(owner=alice, body="Carol's lantern")
+    MemoryParticipant.objects.create(memory=with_carol, person=carol, role="present")
+    told_by_carol = memory_create(owner=alice, body="Carol told me of a lantern")
+    Memory.objects.filter(pk=told_by_carol.pk).update(source_person=carol)
+    bulk = Memory.objects.bulk_create([Memory(owner=alice, body=f"lantern {n}") for n in range(3)])
+    MemoryParticipant.objects.bulk_create([MemoryParticipant(memory=m, person=dan) for m in bulk])
+    assert_text_exact()
+
+    def open_ones() -> set:
+        return set(MemoryText.objects.filter(agents_open=True).values_list("pk", flat=True))
+
+    assert open_ones() == {plain.pk, *(m.pk for m in bulk)}
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
+    assert open_ones() == {plain.pk, with_carol.pk, told_by_carol.pk, *(m.pk for m in bulk)}
+    person_set_consent(person=dan, status=ConsentStatus.REVOKED, actor=alice)
+    assert open_ones() == {plain.pk, with_carol.pk, told_by_carol.pk}
+    MemoryParticipant.objects.filter(memory=bulk[0], person=dan).delete()
+    assert open_ones() == {plain.pk, with_carol.pk, told_by_carol.pk, bulk[0].pk}
+    assert_text_exact()
+
+
+def test_agents_rank_only_matches_that_can_pass(alice, monkeypatch):
+    # With a broad word the full-text side ranks at most TEXT_CANDIDATES_MAX matches.
+    # Agents' candidates are the open ones only (memory_text_open_gin): blocked
+    # matches found first (physical order) no longer use up the cap. Before 0012 this
+    # returned nothing: the two blocked lanterns were all that got ranked.
+    from memories import retrieval
+    from memories.models import MemoryParticipant
+    from people.services import person_create
+
+    carol = person_create(owner=alice, display_name="Carol")  # pending
+    blocked = [memory_create(owner=alice, body=f"lantern number {n}") for n in range(2)]
+    MemoryParticipant.objects.bulk_create([MemoryParticipant(memory=m, person=carol) for m in blocked])
+    open_one = memory_create(owner=alice, body="a lantern by the harbour")
+    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 2)
+
+    hits = memory_search(
+        alice,
+        "lantern",
+        respect_consent=True,
+        query_embedding=[1.0] + [0.0] * 383,
+        relevance=retrieval.NO_CUTOFF,
+    )
+    assert [hit.memory.pk for hit in hits] == [open_one.pk]
+    assert hits[0].text_rank is not None
+
+
+def test_a_wrong_agents_flag_never_shows_a_blocked_memory_and_doctor_repairs_it(alice):
+    from memories import doctor, retrieval
+    from memories.models import MemoryParticipant
+    from people.services import person_create
+
+    carol = person_create(owner=alice, display_name="Carol")  # pending
+    withheld = memory_create(owner=alice, body="Carol's lantern")
+    MemoryParticipant.objects.create(memory=withheld, person=carol, role="present")
+    open_one = memory_create(owner=alice, body="a lantern by the harbour")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE memories_memorytext SET agents_open = NOT agents_open")
+
+    hits = memory_search(
+        alice,
+        "lantern",
+        respect_consent=True,
+        query_embedding=[1.0] + [0.0] * 383,
+        relevance=retrieval.NO_CUTOFF,
+    )
+    assert withheld.pk not in {hit.memory.pk for hit in hits}  # the gate decides
+    assert sorted(doctor.find_wrong_text_copies()) == sorted([withheld.pk, open_one.pk])
+    doctor.fix_wrong_text_copies(doctor.find_wrong_text_copies())
+    assert doctor.find_wrong_text_copies() == []
+    assert_text_exact()
+    hits = memory_search(
+        alice,
+        "lantern",
+        respect_consent=True,
+        query_embedding=[1.0] + [0.0] * 383,
+        relevance=retrieval.NO_CUTOFF,
+    )
+    assert [hit.memory.pk for hit in hits if hit.text_rank is not None] == [open_one.pk]
