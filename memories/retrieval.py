@@ -644,6 +644,34 @@ def _open_index_neighbours(
     return _by_distance(rows)[:fetch]
 
 
+def _ranked_through(
+    visible: tuple[str, list], vector: str, candidates: tuple[str, list], limit: int
+) -> list[tuple[uuid.UUID, float]]:
+    """The `limit` nearest, at full precision, of the memories `candidates` names that pass `visible`.
+
+    `candidates`: an SQL array of memory ids with its params, either a subquery
+    (`ARRAY(SELECT ...)`: ranked in the same statement, no ids shipped) or
+    `%s::uuid[]` with a list. `visible` (the gate and the filters:
+    _compiled_scope, _compiled_circle_scope or _scope_sql) decides each one. The
+    exact paths rank their few candidates here: plain SQL around the compiled
+    scope, because the ORM's statement cost more to build (~5 ms) than to run.
+    + 0 on the order: a sort over these few, never an HNSW index, whose nearest
+    few over the whole table would then be filtered down to these (too few),
+    whenever the statistics make that look cheap.
+    """
+    scope_sql, scope_params = visible
+    ids_sql, ids_params = candidates
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"WHERE visible.id = ANY({ids_sql}) AND visible.embedding IS NOT NULL "
+            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s",
+            [vector, *scope_params, *ids_params, vector, limit],
+        )
+        return cursor.fetchall()
+
+
 def _unindexed_open_neighbours(
     visible: tuple[str, list], vector: str, *, owner_id: int, fetch: int
 ) -> list[tuple[uuid.UUID, float]]:
@@ -669,24 +697,13 @@ def _unindexed_open_neighbours(
             [owner_id, vector, candidates_max + 1],
         )
         candidates = [row[0] for row in cursor.fetchall()]
-        if not candidates:
-            return []
-        scope_sql, scope_params = visible
-        ranked = (
-            f"SELECT visible.id, visible.embedding <=> %s::vector "
-            f"FROM ({scope_sql}) AS visible (id, embedding) "
-            "WHERE visible.id = ANY(%s) AND visible.embedding IS NOT NULL "
-            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
-        )
-        cursor.execute(ranked, [vector, *scope_params, candidates[:candidates_max], vector, fetch])
-        rows = cursor.fetchall()
-        if len(rows) < fetch and len(candidates) > candidates_max:
-            cursor.execute(
-                ranked.replace("ANY(%s)", f"ANY(ARRAY(SELECT memory_id FROM {gate} WHERE {unindexed}))"),
-                [vector, *scope_params, owner_id, vector, fetch],
-            )
-            rows = cursor.fetchall()
-        return rows
+    if not candidates:
+        return []
+    rows = _ranked_through(visible, vector, ("%s::uuid[]", [candidates[:candidates_max]]), fetch)
+    if len(rows) < fetch and len(candidates) > candidates_max:
+        every = f"ARRAY(SELECT memory_id FROM {gate} WHERE {unindexed})"
+        rows = _ranked_through(visible, vector, (every, [owner_id]), fetch)
+    return rows
 
 
 def _open_candidates_neighbours(
@@ -706,29 +723,14 @@ def _open_candidates_neighbours(
     fetch = limit * EXACT_CANDIDATES_OVERFETCH
     gate = MemoryGate._meta.db_table
     vector = _vector_text(embedding)
-    scope_sql, scope_params = visible
-    # +0 on both orders: "ORDER BY distance LIMIT k" alone could be handed to an
-    # HNSW index (its nearest few over every owner, then filtered to these: too
-    # few), whenever the statistics make that look cheap.
     open_rows = f"SELECT memory_id FROM {gate} WHERE owner_id = %s AND blocked_count = 0"
-
-    def ranked(candidates: str) -> str:
-        return (
-            "SELECT visible.id, visible.embedding <=> %s::vector "
-            f"FROM ({scope_sql}) AS visible (id, embedding) "
-            f"WHERE visible.id = ANY(ARRAY({candidates})) AND visible.embedding IS NOT NULL "
-            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
-        )
-
+    # + 0: a sort over these few, never the agents' index (see _ranked_through).
     nearest_open = (
         f"{open_rows} AND embedding IS NOT NULL ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT %s"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(ranked(nearest_open), [vector, *scope_params, owner_id, vector, fetch, vector, limit])
-        rows = cursor.fetchall()
-        if len(rows) < limit and open_count > fetch:
-            cursor.execute(ranked(open_rows), [vector, *scope_params, owner_id, vector, limit])
-            rows = cursor.fetchall()
+    rows = _ranked_through(visible, vector, (f"ARRAY({nearest_open})", [owner_id, vector, fetch]), limit)
+    if len(rows) < limit and open_count > fetch:
+        rows = _ranked_through(visible, vector, (f"ARRAY({open_rows})", [owner_id]), limit)
     return rows
 
 
@@ -850,6 +852,7 @@ def forget_hints() -> None:
     _OWNER_SHARES.clear()
     _RELATION_ROWS.clear()
     _OPEN_COUNTS.clear()
+    _CIRCLE_OPEN_COUNTS.clear()
 
 
 def _relation_rows(name: str) -> int:
@@ -1454,7 +1457,7 @@ def memory_search_highlights(
 CIRCLE_EXACT_CANDIDATES_MAX = 2_000
 CIRCLE_COUNT_CAP = 20_000
 CIRCLE_ANN_EF_SEARCH = 60
-CIRCLE_ANN_SPARSE_EF_SEARCH = 200
+CIRCLE_ANN_SPARSE_EF_SEARCH = 100
 CIRCLE_ANN_MAX_SCAN_TUPLES = 6_000
 
 
@@ -1472,17 +1475,17 @@ def _circle_open_shares(circle_id: uuid.UUID | str, viewers: list[int]) -> tuple
     )
 
 
-def _circle_open_count(circle_id: uuid.UUID | str, viewers: list[int], cap: int) -> int:
-    """Open shares (counted to cap + 1 on memory_share_open_idx) plus the viewers' own blocked ones."""
+def _circle_open_count(circle_id: uuid.UUID | str, viewers: list[int], cap: int) -> tuple[int, int]:
+    """(open shares counted to cap + 1 on memory_share_open_idx, the viewers' own blocked shares)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {_share_table()} s "
-            "WHERE s.circle_id = %s AND s.blocked_count = 0 LIMIT %s) open) + "
+            "WHERE s.circle_id = %s AND s.blocked_count = 0 LIMIT %s) open), "
             f"(SELECT count(*) FROM {_share_table()} s "
             "WHERE s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0)",
             [str(circle_id), cap + 1, viewers, str(circle_id)],
         )
-        return cursor.fetchone()[0]
+        return cursor.fetchone()
 
 
 def _among_open_shares(
@@ -1499,6 +1502,57 @@ def _among_open_shares(
     )
 
 
+# Past CIRCLE_EXACT_CANDIDATES_MAX a circle's open count only sets the index scan's
+# width (sparse or not), so the count up to OPEN_ANN_SPARSE_MAX is kept per circle
+# for HINT_TTL_SECONDS, as _OPEN_COUNTS for owners: circle id -> (monotonic time, count).
+_CIRCLE_OPEN_COUNTS: dict[str, tuple[float, int]] = {}
+
+
+def _circle_open_hint(circle_id: uuid.UUID | str) -> int:
+    """The circle's open shares counted to OPEN_ANN_SPARSE_MAX + 1, up to HINT_TTL_SECONDS old.
+
+    Asked only past CIRCLE_EXACT_CANDIDATES_MAX (the count up to there is asked on
+    every search); it chooses the index scan's width and nothing else.
+    """
+    now = time.monotonic()
+    cached = _CIRCLE_OPEN_COUNTS.get(str(circle_id))
+    if cached is None or now - cached[0] > HINT_TTL_SECONDS:
+        if len(_CIRCLE_OPEN_COUNTS) >= OPEN_COUNTS_KEPT:
+            _CIRCLE_OPEN_COUNTS.clear()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {_share_table()} s "
+                "WHERE s.circle_id = %s AND s.blocked_count = 0 LIMIT %s) open",
+                [str(circle_id), OPEN_ANN_SPARSE_MAX + 1],
+            )
+            cached = _CIRCLE_OPEN_COUNTS[str(circle_id)] = (now, cursor.fetchone()[0])
+    return cached[1]
+
+
+def _ranked_shares(
+    visible: tuple[str, list], vector: str, shares: tuple[str, list], *, limit: int, count: int
+) -> list[tuple[uuid.UUID, float]]:
+    """Exact search among the `count` shares `shares` selects (an SQL condition on alias s).
+
+    As _open_candidates_neighbours for the agents: ranked by the shares'
+    half-precision copies (a sort: + 0), the nearest few per result asked go
+    through `visible` at full precision, in one statement; when the gate leaves
+    fewer than `limit` of those and there were more, all of them instead.
+    """
+    condition, params = shares
+    fetch = limit * EXACT_CANDIDATES_OVERFETCH
+    table = _share_table()
+    nearest = (
+        f"ARRAY(SELECT s.memory_id FROM {table} s WHERE {condition} AND s.embedding IS NOT NULL "
+        "ORDER BY (s.embedding <=> %s::halfvec) + 0, s.memory_id LIMIT %s)"
+    )
+    rows = _ranked_through(visible, vector, (nearest, [*params, vector, fetch]), limit)
+    if len(rows) < limit and count > fetch:
+        every = f"ARRAY(SELECT s.memory_id FROM {table} s WHERE {condition})"
+        rows = _ranked_through(visible, vector, (every, params), limit)
+    return rows
+
+
 def _circle_neighbours(
     scope: Callable[[], QuerySet[Memory]],
     embedding: Sequence[float],
@@ -1510,83 +1564,66 @@ def _circle_neighbours(
 ) -> list[tuple[uuid.UUID, float]]:
     """Nearest memories among what the circle's viewers may see (`scope`: circle_visible_memories).
 
-    `scope` builds the gate's queryset for the exact paths; `visible` is its SQL,
-    compiled already (_compiled_circle_scope), for the index path.
+    `scope` builds the gate's queryset for the last resort; `visible` is its SQL,
+    compiled already (_compiled_circle_scope), for every other statement.
 
-    Strategy from the maintained share count (a hint; `scope` still decides):
+    Strategy from the maintained share count (a hint; `visible` still decides):
     none open → []; few → exact among them; many → the open shares' HNSW index,
     with the viewers' own blocked shares (the owner always sees their own)
-    searched exactly beside it; a short answer is filled by exact search when the
-    circle is not too big.
+    searched exactly beside it, in SQL (an owner's own circle can hold thousands);
+    a short answer is filled by exact search when the circle is not too big.
     """
     # Counted only as far as the choice needs (a count to 20,000 costs more than the search).
-    open_count = _circle_open_count(circle_id, viewers, CIRCLE_EXACT_CANDIDATES_MAX)
-    if open_count == 0:
+    open_count, own_blocked = _circle_open_count(circle_id, viewers, CIRCLE_EXACT_CANDIDATES_MAX)
+    if open_count + own_blocked == 0:
         return []
     vector = _vector_text(embedding)
-    condition, params = _circle_open_shares(circle_id, viewers)
-    if open_count <= CIRCLE_EXACT_CANDIDATES_MAX:
-        fetch = limit * EXACT_CANDIDATES_OVERFETCH
-        with connection.cursor() as cursor:
-            # + 0: a sort over these few, never the HNSW index (see _open_candidates_neighbours).
-            cursor.execute(
-                f"SELECT s.memory_id FROM {_share_table()} s WHERE {condition} AND s.embedding IS NOT NULL "
-                "ORDER BY (s.embedding <=> %s::halfvec) + 0, s.memory_id LIMIT %s",
-                [*params, vector, fetch],
-            )
-            candidates = [row[0] for row in cursor.fetchall()]
-            # Through the compiled gate in plain SQL, as _open_candidates_neighbours: the
-            # ORM's statement for these few cost more to build than to run.
-            scope_sql, scope_params = visible
-            ranked = (
-                "SELECT visible.id, visible.embedding <=> %s::vector "
-                f"FROM ({scope_sql}) AS visible (id, embedding) "
-                "WHERE visible.id = ANY({ids}) AND visible.embedding IS NOT NULL "
-                "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s"
-            )
-            cursor.execute(
-                ranked.replace("{ids}", "%s::uuid[]"), [vector, *scope_params, candidates, vector, limit]
-            )
-            rows = cursor.fetchall()
-            if len(rows) < limit and open_count > fetch:
-                cursor.execute(
-                    ranked.replace(
-                        "{ids}", f"ARRAY(SELECT s.memory_id FROM {_share_table()} s WHERE {condition})"
-                    ),
-                    [vector, *scope_params, *params, vector, limit],
-                )
-                rows = cursor.fetchall()
-        return rows
-    sparse = open_count <= OPEN_ANN_SPARSE_MAX
+    if open_count + own_blocked <= CIRCLE_EXACT_CANDIDATES_MAX:
+        return _ranked_shares(
+            visible,
+            vector,
+            _circle_open_shares(circle_id, viewers),
+            limit=limit,
+            count=open_count + own_blocked,
+        )
+    sparse = _circle_open_hint(circle_id) <= OPEN_ANN_SPARSE_MAX
     _set_hnsw(
         ef_search=max(limit * ANN_OVERFETCH, CIRCLE_ANN_SPARSE_EF_SEARCH if sparse else CIRCLE_ANN_EF_SEARCH),
         max_scan_tuples=CIRCLE_ANN_MAX_SCAN_TUPLES,
     )
     scope_sql, scope_params = visible
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT visible.id, visible.embedding <=> %s::vector "
-            f"FROM ({scope_sql}) AS visible (id, embedding) "
-            f"JOIN {_share_table()} s ON s.memory_id = visible.id "
-            "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
-            "AND visible.embedding IS NOT NULL "
-            "ORDER BY s.embedding <=> %s::halfvec LIMIT %s",
-            [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
-        )
-        rows = list(cursor.fetchall())
-    # The viewers' own shares that the count calls blocked (the owner always sees their
-    # own): usually none, looked up first so the common case costs one index probe.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT s.memory_id FROM {_share_table()} s "
-            "WHERE s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0",
-            [viewers, str(circle_id)],
-        )
-        own_blocked = [row[0] for row in cursor.fetchall()]
+    rows: list[tuple[uuid.UUID, float]] = []
+    if open_count:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT visible.id, visible.embedding <=> %s::vector "
+                f"FROM ({scope_sql}) AS visible (id, embedding) "
+                f"JOIN {_share_table()} s ON s.memory_id = visible.id "
+                "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
+                "AND visible.embedding IS NOT NULL "
+                "ORDER BY s.embedding <=> %s::halfvec LIMIT %s",
+                [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
+            )
+            rows = list(cursor.fetchall())
     if own_blocked:
-        rows += _exact_neighbours(scope().filter(pk__in=own_blocked), embedding, limit)
+        # The viewers' own shares that the count calls blocked (the owner always sees
+        # their own): not in the open shares' index, ranked exactly beside it.
+        rows += _ranked_shares(
+            visible,
+            vector,
+            (
+                "s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0",
+                [viewers, str(circle_id)],
+            ),
+            limit=limit,
+            count=own_blocked,
+        )
     rows = _by_distance(rows)[:limit]
-    if len(rows) < limit and _circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP) <= CIRCLE_COUNT_CAP:
+    # A short answer from a circle small enough to search whole.
+    if (
+        len(rows) < limit
+        and sum(_circle_open_count(circle_id, viewers, CIRCLE_COUNT_CAP)) <= CIRCLE_COUNT_CAP
+    ):
         return _exact_neighbours(_among_open_shares(scope(), circle_id, viewers), embedding, limit)
     return rows
 

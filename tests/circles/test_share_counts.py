@@ -252,3 +252,55 @@ def test_circle_text_search_finds_the_owners_own_blocked_shares_and_nobody_elses
     assert [hit.memory.pk for hit in circle_memory_search(family.pk, [alice.pk], "lantern")] == [memory.pk]
     assert circle_memory_search(family.pk, [bob.pk], "lantern") == []
     assert circle_memory_search(family.pk, [alice.pk, bob.pk], "lantern") == []
+
+
+def test_the_owners_own_blocked_shares_are_ranked_exactly_beside_the_index(alice, bob, family, monkeypatch):
+    # Past CIRCLE_EXACT_CANDIDATES_MAX circle search walks the open shares' index and ranks
+    # the viewers' own blocked shares (the owner always sees their own) exactly beside it,
+    # in SQL: the nearest few by the shares' copies through the gate, all of them when the
+    # gate leaves too few. Bob, a member, sees none of them; Alice sees them nearest first.
+    from memories import retrieval
+
+    monkeypatch.setattr(retrieval, "CIRCLE_EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    carol = person_create(owner=alice, display_name="Carol")  # pending for Family
+    made = []
+    for seed in (1, 2, 3):
+        memory = memory_create(
+            owner=alice,
+            body=f"walk {seed}",
+            sensitivity="public",
+            participants=[ParticipantSpec(person=carol)],
+        )
+        Memory.objects.filter(pk=memory.pk).update(embedding=unit(seed))
+        MemoryShare.objects.create(memory=memory, circle=family, shared_by=alice)
+        made.append(memory.pk)
+    open_one = memory_create(owner=alice, body="open walk", sensitivity="public")
+    Memory.objects.filter(pk=open_one.pk).update(embedding=unit(9))
+    MemoryShare.objects.create(memory=open_one, circle=family, shared_by=alice)
+    query = unit(2)
+
+    def nearest(viewers, limit):
+        with transaction.atomic():
+            return [
+                memory_id
+                for memory_id, _ in retrieval._circle_neighbours(
+                    lambda: circle_visible_memories(family.pk, viewers),
+                    query,
+                    visible=retrieval._compiled_circle_scope(
+                        family.pk, viewers, for_agent=False, read_by_several=False
+                    ),
+                    circle_id=family.pk,
+                    viewers=viewers,
+                    limit=limit,
+                )
+            ]
+
+    alices = nearest([alice.pk], 4)
+    assert alices[0] == made[1] and set(alices) == {*made, open_one.pk}
+    assert nearest([bob.pk], 4) == [open_one.pk]
+    # Read by both at once: only what both may see (the blocked ones are Alice's alone).
+    assert nearest([alice.pk, bob.pk], 4) == [open_one.pk]
+    # One asked: the nearest blocked one is refused, so all of them are ranked (the fallback).
+    assert nearest([alice.pk, bob.pk], 1) == [open_one.pk]
+    assert nearest([alice.pk], 1) == [made[1]]

@@ -23,6 +23,7 @@ from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
 from memories.management.commands.bench_retrieval import (
     BENCH_USERNAME,
     BUCKETS,
+    PREWARMED,
     Measured,
     Text,
     _BulkLoad,
@@ -32,6 +33,7 @@ from memories.management.commands.bench_retrieval import (
     _prewarm,
     _queries,
     _seed_owner,
+    _settle,
     exact_fused,
 )
 from memories.models import Memory
@@ -40,6 +42,17 @@ from people.models import ConsentStatus, PersonConsent
 CIRCLE_NAME = "Bench circle"
 MEMBER_USERNAME = "bench_circles_member_{index}"
 TIMELINE_PAGE = 20
+# What a circle's searches and timeline read besides the memories' relations.
+CIRCLE_PREWARMED = (
+    *PREWARMED,
+    "circles_memoryshare",
+    "memory_share_open_idx",
+    "memory_share_open_hnsw",
+    "memory_share_open_text",
+    "memory_share_blocked_text",
+    "memory_share_timeline",
+    "memory_share_circle_idx",
+)
 
 
 def _circle(owner_id: int, members: int) -> tuple[Circle, list[int]]:
@@ -155,7 +168,7 @@ class Command(BaseCommand):
         queries = _queries(
             rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution="clustered"
         )
-        self.stdout.write(_prewarm())
+        self.stdout.write(_prewarm(CIRCLE_PREWARMED))
         self.stdout.write(
             f"\nCircle of {options['members']} members; the owner has {seeded.memory_count} memories, "
             f"{shared} shared into the circle (public). Measured as a member who is not the owner.\n"
@@ -168,8 +181,9 @@ class Command(BaseCommand):
         )
 
         def knn(query):
-            # As circle_memory_search calls it: the gate compiled once, built as a queryset on demand.
-            with transaction.atomic():
+            # As circle_memory_search calls it: the gate compiled once, built as a queryset on demand,
+            # in a search's own transaction (no parallel workers).
+            with retrieval._search_transaction():
                 return [
                     memory_id
                     for memory_id, _ in retrieval._circle_neighbours(
@@ -239,6 +253,7 @@ class Command(BaseCommand):
 
         for fraction in fractions:
             _set_consented_fraction(circle, seeded.bucket_person_ids, fraction)
+            _settle(CIRCLE_PREWARMED)  # the flip rewrote the shares: written out, read back in
             measured = _measure(knn, queries)
             truth = _measure(exact, queries)
             line("circle knn", fraction, measured, truth, limit)

@@ -53,6 +53,7 @@ PREWARMED = (
     "memory_gate_open_hnsw",
     "memories_memorytext",
     "memory_text_search_gin",
+    "memory_text_open_gin",
 )
 VOCABULARY = (
     "river garden birthday kitchen school hospital train beach mountain concert dinner "
@@ -638,7 +639,8 @@ class Command(BaseCommand):
 
         def search(scope, gated=False):
             def run(query):
-                with transaction.atomic():
+                # In a search's own transaction, as memory_search runs it (no parallel workers).
+                with retrieval._search_transaction():
                     return [
                         memory_id
                         for memory_id, _ in retrieval._nearest_neighbours(
