@@ -606,3 +606,28 @@ def test_a_small_owner_too_thin_for_any_scan_gets_exact_search_at_once(alice, mo
     monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 10**9)
     memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
     assert scans and scans[0]["ef_search"] == retrieval.ANN_EF_SEARCH_MAX
+
+
+def test_loading_results_is_a_prepared_statement_and_the_same_without_one(alice, monkeypatch):
+    # _load's statement is prepared once per connection (planned once, not per search);
+    # with prepared statements off (DATABASE_PREPARED_STATEMENTS=false, behind a pooler in
+    # transaction mode) an ordinary cursor runs the same statement, with the same answer.
+    pending = person(alice, "Adam", ConsentStatus.PENDING)
+    shown = memory(alice, "a lantern by the sea")
+    memory(alice, "Adam's lantern", people=[pending])
+
+    def agents_search() -> list:
+        return [
+            hit.memory.pk
+            for hit in memory_search(alice, QUERY, respect_consent=True, query_embedding=toward(0))
+        ]
+
+    prepared = agents_search()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ['SELECT memory."id"%']
+        )
+        assert cursor.fetchone()[0] >= 1
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "prepare_threshold", None)
+    assert agents_search() == prepared == [shown.pk]
