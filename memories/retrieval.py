@@ -1213,12 +1213,24 @@ def _columns(alias: str, fields: Sequence) -> str:
     return ", ".join(f'{alias}."{field.column}"' for field in fields)
 
 
-def _instance(model, fields: Sequence, row: Sequence):
+@functools.cache
+def _row_shape(fields: tuple) -> tuple[list[str], tuple]:
+    """(attnames, (position, field, converters) for the fields that have converters), once per field list."""
+    converting = tuple(
+        (position, field, tuple(converters))
+        for position, field in enumerate(fields)
+        if (converters := field.get_db_converters(connection))
+    )
+    return [field.attname for field in fields], converting
+
+
+def _instance(model, fields: tuple, row: Sequence):
+    attnames, converting = _row_shape(fields)
     values = list(row)
-    for position, field in enumerate(fields):
-        for converter in field.get_db_converters(connection):
+    for position, field, converters in converting:
+        for converter in converters:
             values[position] = converter(values[position], field, connection)
-    return model.from_db(connection.alias, [field.attname for field in fields], values)
+    return model.from_db(connection.alias, attnames, values)
 
 
 def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
