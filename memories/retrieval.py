@@ -1646,17 +1646,18 @@ def _circle_neighbours(
     scope_sql, scope_params = visible
     rows: list[tuple[uuid.UUID, float]] = []
     if open_count:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT visible.id, visible.embedding <=> %s::vector "
-                f"FROM ({scope_sql}) AS visible (id, embedding) "
-                f"JOIN {_share_table()} s ON s.memory_id = visible.id "
-                "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
-                "AND visible.embedding IS NOT NULL "
-                "ORDER BY s.embedding <=> %s::halfvec LIMIT %s",
-                [vector, *scope_params, str(circle_id), vector, limit * ANN_OVERFETCH],
-            )
-            rows = list(cursor.fetchall())
+        # Prepared (planned once per connection; planning the circle's gate cost ~1.2 ms):
+        # the plan walks the open shares' index whatever the vector, and the LIMIT is
+        # written in (an int) so that a generic plan knows it.
+        rows = _fetch_prepared(
+            f"SELECT visible.id, visible.embedding <=> %s::vector "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            f"JOIN {_share_table()} s ON s.memory_id = visible.id "
+            "WHERE s.circle_id = %s AND s.blocked_count = 0 AND s.embedding IS NOT NULL "
+            "AND visible.embedding IS NOT NULL "
+            f"ORDER BY s.embedding <=> %s::halfvec LIMIT {int(limit * ANN_OVERFETCH)}",
+            [vector, *scope_params, str(circle_id), vector],
+        )
     if own_blocked:
         # The viewers' own shares that the count calls blocked (the owner always sees
         # their own): not in the open shares' index, ranked exactly beside it.
