@@ -543,12 +543,13 @@ def _fetch_prepared(sql: str, params: Sequence) -> list[tuple]:
     circle's gate cost ~1.1 ms of a ~1.5 ms statement. The cursor is psycopg's
     (prepared statements need server-side binding; Django's own bind on the
     client) on the same connection and transaction as the ORM, wrapped as Django
-    wraps its own, so execute wrappers and query logging see it. Where prepared
-    statements are off (settings: DATABASE_PREPARED_STATEMENTS), an ordinary
-    cursor runs it.
+    wraps its own, so execute wrappers see it. Where prepared statements are off
+    (settings: DATABASE_PREPARED_STATEMENTS), or queries are being logged (DEBUG,
+    a test capturing them: Django's log reads the SQL back from a client-side
+    cursor, and would hold None for this one), an ordinary cursor runs it.
     """
     connection.ensure_connection()
-    if connection.connection.prepare_threshold is None:
+    if connection.connection.prepare_threshold is None or connection.queries_logged:
         cursor = connection.cursor()
     else:
         cursor = connection._prepare_cursor(_PreparingCursor(connection.connection))
