@@ -534,7 +534,7 @@ class _PreparingCursor(psycopg.Cursor):
         return super().execute(query, params, prepare=True, binary=binary)
 
 
-def _fetch_prepared(sql: str, params: Sequence) -> list[tuple]:
+def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> list[tuple]:
     """Run a read-only statement as a prepared statement of this connection; its rows.
 
     PostgreSQL then plans it once per connection (a generic plan after its first
@@ -546,10 +546,11 @@ def _fetch_prepared(sql: str, params: Sequence) -> list[tuple]:
     wraps its own, so execute wrappers see it. Where prepared statements are off
     (settings: DATABASE_PREPARED_STATEMENTS), or queries are being logged (DEBUG,
     a test capturing them: Django's log reads the SQL back from a client-side
-    cursor, and would hold None for this one), an ordinary cursor runs it.
+    cursor, and would hold None for this one), an ordinary cursor runs it; as it
+    does for `prepared=False` (statements whose best plan depends on the values).
     """
     connection.ensure_connection()
-    if connection.connection.prepare_threshold is None or connection.queries_logged:
+    if not prepared or connection.connection.prepare_threshold is None or connection.queries_logged:
         cursor = connection.cursor()
     else:
         cursor = connection._prepare_cursor(_PreparingCursor(connection.connection))
@@ -1161,16 +1162,10 @@ def _text_matches(
             fetch,
         ],
     )
-    if prepared:
-        # A circle's: the same statement every search, always read through the shares'
-        # partial GIN indexes, so a generic plan fits every query (owners' and agents'
-        # are left to custom plans: a common word's best plan differs from a rare one's).
-        fetched = _fetch_prepared(sql, params)
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            fetched = cursor.fetchall()
-    rows = sorted(fetched, key=lambda row: row[3])
+    # `prepared`: a circle's, always read through the shares' partial GIN indexes, so a
+    # generic plan fits every query (owners' and agents' are left to custom plans: a
+    # common word's best plan differs from a rare one's).
+    rows = sorted(_fetch_prepared(sql, params, prepared=prepared), key=lambda row: row[3])
     return [(memory_id, rank, distance) for memory_id, rank, distance, _ in rows]
 
 
