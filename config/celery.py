@@ -53,6 +53,8 @@ app.conf.worker_proc_alive_timeout = 300
 def _load_embedding_model(**kwargs) -> None:
     # In each pool process, before it takes a task: the first embedding task
     # (and the first user waiting on it) does not pay for the model load.
+    from config.gc_freeze import freeze_startup_objects
     from memories.embeddings import warm_up
 
     warm_up(process="worker")
+    freeze_startup_objects()  # as the web workers do: config/gc_freeze.py
