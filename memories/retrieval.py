@@ -1108,6 +1108,7 @@ def _text_matches(
     candidates: tuple[str, list],
     embedding: Sequence[float] | None = None,
     prepared: bool = False,
+    one_word_exact: bool = False,
 ) -> list[tuple[uuid.UUID, float, float | None]]:
     """The `fetch` best full-text matches that pass `visible`: [(id, ts_rank, cosine distance or None)].
 
@@ -1122,10 +1123,21 @@ def _text_matches(
        common word) ranks only that many, because reading and ranking tens of
        thousands of text vectors is what made the full-text side slow (70 ms
        p95 at 100k);
-    2. ranked by ts_rank, best first;
+    2. ranked by ts_rank, best first (then newest, then id);
     3. each probed against `visible` (the gate: the compiled scope, a LATERAL
        subquery per candidate) in rank order, stopping at `fetch` that pass, so
        the gate runs for the few that win rather than for every match.
+
+    `one_word_exact` (candidates from _owner_candidates_sql, whose table has the
+    indexes of migration 0013): a query of one word is ranked exactly instead,
+    however many memories hold it. ts_rank (no weights, no normalisation) ranks
+    a one-word query by how often the word occurs and by nothing else, so the
+    order is: the memories holding the word at least twice (memory_text_repeated_gin),
+    ranked; then the ones holding it once, all ranked the same, newest first
+    (memory_text_recent, read until enough are found). A query of several words
+    is ranked as above. Which branch runs is decided when the statement is planned
+    (numnode of the parsed query: a constant once the words are known).
+
     The distance to `embedding` (for the relevance cut-off and the fusion) is
     read for the passing rows only. websearch syntax: plain words are ANDed,
     "quoted phrases" and -exclusions work, and no input makes the parser raise.
@@ -1133,21 +1145,67 @@ def _text_matches(
     candidate_sql, candidate_params = candidates
     visible_sql, visible_params = visible
     distance = "passing.distance" if embedding is not None else "NULL::float8"
-    # No ORDER BY outside: the LATERAL probes run in the order `ranked` is
-    # sorted in and the LIMIT stops them (`position` keeps that order here).
+    candidate_from = f"({candidate_sql}) AS candidate (id, search_vector, occurred_at), q"
+
+    def ranked_branch(condition: str) -> tuple[str, list]:
+        return (
+            "SELECT matched.id, matched.rank, row_number() OVER ("
+            "  ORDER BY matched.rank DESC, matched.occurred_at DESC, matched.id) AS position "
+            "FROM ("
+            "  SELECT candidate.id, candidate.occurred_at,"
+            "    ts_rank(candidate.search_vector, q.query) AS rank"
+            f"  FROM {candidate_from}"
+            f"  WHERE {condition} LIMIT %s"
+            ") matched",
+            [*candidate_params, TEXT_CANDIDATES_MAX],
+        )
+
+    if one_word_exact:
+        several, several_params = ranked_branch(
+            "numnode(q.query) <> 1 AND candidate.search_vector @@ q.query"
+        )
+        repeated, repeated_params = ranked_branch(
+            "numnode(q.query) = 1 AND memories_repeated_lexemes(candidate.search_vector) @@ q.query"
+        )
+        # Holding the word once: all ranked the same, so newest first (after every
+        # ranked one: positions from TEXT_CANDIDATES_MAX + 1). `fetch` twice over:
+        # a candidate the gate refuses (a stale agents_open) is skipped, not missed.
+        # Held once: the rank of a word without positions ('x'::tsvector), the same for
+        # every word and below any memory holding it twice (one ts_rank a row, cheaper
+        # than the index's function).
+        once_rank = "ts_rank('x'::tsvector, 'x'::tsquery)"
+        once = (
+            "SELECT once.id, once.rank, %s + row_number() OVER ("
+            "  ORDER BY once.occurred_at DESC, once.id) AS position "
+            "FROM ("
+            f"  SELECT candidate.id, candidate.occurred_at, {once_rank} AS rank"
+            f"  FROM {candidate_from}"
+            "  WHERE numnode(q.query) = 1 AND candidate.search_vector @@ q.query"
+            f"    AND ts_rank(candidate.search_vector, q.query) <= {once_rank}"
+            "  ORDER BY candidate.occurred_at DESC, candidate.id LIMIT %s"
+            ") once"
+        )
+        # UNION ALL runs its branches in order and each comes out in its own order
+        # (no parallel workers in a search): the probes below see the exact ranking.
+        ranked_sql = f"{several} UNION ALL {repeated} UNION ALL {once}"
+        ranked_params = [
+            *several_params,
+            *repeated_params,
+            TEXT_CANDIDATES_MAX,
+            *candidate_params,
+            2 * fetch,
+        ]
+    else:
+        branch, branch_params = ranked_branch("candidate.search_vector @@ q.query")
+        ranked_sql, ranked_params = f"{branch} ORDER BY position", branch_params
+    # No ORDER BY outside: the LATERAL probes run in the order `ranked` comes in and
+    # the LIMIT stops them (`position` keeps that order here).
     sql, params = (
-        "WITH q AS (SELECT websearch_to_tsquery('english'::regconfig, %s) AS query) "
-        f"SELECT ranked.id, ranked.rank, {distance}, ranked.position FROM ("
-        "  SELECT matched.id, matched.rank, row_number() OVER ("
-        "    ORDER BY matched.rank DESC, matched.occurred_at DESC, matched.id) AS position"
-        "  FROM ("
-        "    SELECT candidate.id, candidate.occurred_at,"
-        "      ts_rank(candidate.search_vector, q.query) AS rank"
-        f"    FROM ({candidate_sql}) AS candidate (id, search_vector, occurred_at), q"
-        "    WHERE candidate.search_vector @@ q.query LIMIT %s"
-        "  ) matched"
-        "  ORDER BY position"
-        ") ranked "
+        # NOT MATERIALIZED: referenced by every branch, and still folded into each as a
+        # constant when planned (the index conditions, numnode, the word's statistics).
+        "WITH q AS NOT MATERIALIZED (SELECT websearch_to_tsquery('english'::regconfig, %s) AS query) "
+        f"SELECT ranked.id, ranked.rank, {distance}, ranked.position "
+        f"FROM ({ranked_sql}) ranked "
         "CROSS JOIN LATERAL ("
         "  SELECT visible.embedding <=> %s::vector AS distance"
         f"  FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = ranked.id LIMIT 1"
@@ -1155,8 +1213,7 @@ def _text_matches(
         "LIMIT %s",
         [
             query,
-            *candidate_params,
-            TEXT_CANDIDATES_MAX,
+            *ranked_params,
             _vector_text(embedding) if embedding is not None else None,
             *visible_params,
             fetch,
@@ -1363,7 +1420,14 @@ def memory_search(
             if embedding is not None
             else []
         )
-        text = _text_matches(visible, query, depth, candidates=candidates, embedding=embedding)
+        text = _text_matches(
+            visible,
+            query,
+            depth,
+            candidates=candidates,
+            embedding=embedding,
+            one_word_exact=filters is None or filters == MemoryFilters(),
+        )
         return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 
 
