@@ -282,6 +282,8 @@ class MemoryText(models.Model):
     agents_open = models.BooleanField(default=False, db_default=False, editable=False)
 
     class Meta:
+        # Two more, on expressions and orders Meta does not express, are migration 0013's:
+        # memory_text_repeated_gin and memory_text_recent (a one-word query ranked exactly).
         indexes = [
             GinIndex(fields=["search_vector"], name="memory_text_search_gin"),
             # The agents' full-text side: (owner, words) over the rows that can pass (btree_gin).

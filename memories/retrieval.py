@@ -1167,12 +1167,12 @@ def _text_matches(
         repeated, repeated_params = ranked_branch(
             "numnode(q.query) = 1 AND memories_repeated_lexemes(candidate.search_vector) @@ q.query"
         )
-        # Holding the word once: all ranked the same, so newest first (after every
-        # ranked one: positions from TEXT_CANDIDATES_MAX + 1). `fetch` twice over:
-        # a candidate the gate refuses (a stale agents_open) is skipped, not missed.
-        # Held once: the rank of a word without positions ('x'::tsvector), the same for
-        # every word and below any memory holding it twice (one ts_rank a row, cheaper
-        # than the index's function).
+        # Holding the word once: all ranked the same, so newest first, after every
+        # ranked one (positions from TEXT_CANDIDATES_MAX + 1). That rank is a word's
+        # without positions ('x'::tsvector): the same for every word, below any memory
+        # holding it twice (one ts_rank a row, cheaper than the index's function).
+        # `fetch` twice over: a candidate the gate refuses (a stale agents_open) is
+        # skipped, not missed.
         once_rank = "ts_rank('x'::tsvector, 'x'::tsquery)"
         once = (
             "SELECT once.id, once.rank, %s + row_number() OVER ("
