@@ -54,7 +54,9 @@ def _expected(memories, word: str = "lantern") -> list:
     holding = [m for m in memories if re.search(rf"\b{word}\b", m.body)]
     return [
         m.pk
-        for m in sorted(holding, key=lambda m: (-m.body.split().count(word), -m.occurred_at.timestamp(), m.pk.int))
+        for m in sorted(
+            holding, key=lambda m: (-m.body.split().count(word), -m.occurred_at.timestamp(), m.pk.int)
+        )
     ]
 
 
@@ -123,7 +125,9 @@ def test_the_owners_search_finds_the_newest_not_the_first_stored(alice, monkeypa
     # Written oldest first: before, a cap of 6 ranked the six oldest matches only.
     memories = _journal(alice)
     monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
-    hits = memory_search(alice, "lantern", query_embedding=NO_MATCH_VECTOR, relevance=retrieval.NO_CUTOFF, limit=6)
+    hits = memory_search(
+        alice, "lantern", query_embedding=NO_MATCH_VECTOR, relevance=retrieval.NO_CUTOFF, limit=6
+    )
     assert [hit.memory.pk for hit in hits] == _expected(memories)[:6]
     assert all(hit.text_rank is not None for hit in hits)
 
@@ -154,10 +158,14 @@ def test_a_stale_agents_flag_is_skipped_not_shown(alice, monkeypatch):
     memories = _journal(alice)
     carol = person_create(owner=alice, display_name="Carol")
     best = _expected(memories)
-    newest_once = [memory_id for memory_id in best if Memory.objects.get(pk=memory_id).body.count("lantern") == 1][0]
+    newest_once = [
+        memory_id for memory_id in best if Memory.objects.get(pk=memory_id).body.count("lantern") == 1
+    ][0]
     MemoryParticipant.objects.create(memory_id=newest_once, person=carol)
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE memories_memorytext SET agents_open = true WHERE memory_id = %s", [newest_once])
+        cursor.execute(
+            "UPDATE memories_memorytext SET agents_open = true WHERE memory_id = %s", [newest_once]
+        )
     monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
 
     assert _text_side(alice, "lantern", 20, agents=True) == [m for m in best if m != newest_once]
