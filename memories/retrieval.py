@@ -1171,8 +1171,10 @@ def _text_matches(
         # ranked one (positions from TEXT_CANDIDATES_MAX + 1). That rank is a word's
         # without positions ('x'::tsvector): the same for every word, below any memory
         # holding it twice (one ts_rank a row, cheaper than the index's function).
-        # `fetch` twice over: a candidate the gate refuses (a stale agents_open) is
-        # skipped, not missed.
+        # `fetch` four times over: a candidate the gate refuses (for agents, one
+        # superseded or expired, or a stale agents_open; an owner sees all of theirs)
+        # is skipped and the next taken. Only if more than three in four of a
+        # word's newest matches were refused would the text side come back short.
         once_rank = "ts_rank('x'::tsvector, 'x'::tsquery)"
         once = (
             "SELECT once.id, once.rank, %s + row_number() OVER ("
@@ -1193,7 +1195,7 @@ def _text_matches(
             *repeated_params,
             TEXT_CANDIDATES_MAX,
             *candidate_params,
-            2 * fetch,
+            4 * fetch,
         ]
     else:
         branch, branch_params = ranked_branch("candidate.search_vector @@ q.query")

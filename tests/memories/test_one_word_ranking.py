@@ -169,3 +169,20 @@ def test_a_stale_agents_flag_is_skipped_not_shown(alice, monkeypatch):
     monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
 
     assert _text_side(alice, "lantern", 20, agents=True) == [m for m in best if m != newest_once]
+
+
+def test_agents_skip_superseded_and_expired_matches_and_take_the_next(alice, monkeypatch):
+    # Agents never see a superseded or expired memory; the memories holding the word
+    # once are read newest first, and the ones the gate refuses make way for older ones.
+    memories = _journal(alice)
+    best = _expected(memories)
+    once = [
+        memory_id for memory_id in best if Memory.objects.get(pk=memory_id).body.split().count("lantern") == 1
+    ]
+    replacement = memory_create(owner=alice, body="a newer version, without the word")
+    Memory.objects.filter(pk__in=once[:2]).update(superseded_by=replacement)
+    Memory.objects.filter(pk=once[2]).update(expires_at=timezone.now() - timedelta(days=1))
+    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
+
+    assert _text_side(alice, "lantern", 8, agents=True) == [m for m in best if m not in once[:3]][:8]
+    assert _text_side(alice, "lantern", 8) == best[:8]  # the owner sees them all
