@@ -1396,7 +1396,9 @@ def memory_search(
         def scope() -> QuerySet[Memory]:
             return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
 
-        if filters is None or filters == MemoryFilters():
+        # Unfiltered: the owner's text copy, whose indexes also rank one word exactly.
+        unfiltered = filters is None or filters == MemoryFilters()
+        if unfiltered:
             visible = _compiled_scope(owner_id, respect_consent=respect_consent)
             candidates = _owner_candidates_sql(
                 owner_id, agents=respect_consent, small_owner=bool(small_owner)
@@ -1428,7 +1430,7 @@ def memory_search(
             depth,
             candidates=candidates,
             embedding=embedding,
-            one_word_exact=filters is None or filters == MemoryFilters(),
+            one_word_exact=unfiltered,
         )
         return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 NO_MATCH_VECTOR = [1.0] + [0.0] * 383  # nothing here is embedded: the vector side finds nothing
 
 
-def _journal(owner, *, start: int = 0):
+def _journal(owner):
     """Memories holding "lantern" 1-3 times, written oldest first (as a journal is), and some without."""
     now = timezone.now()
     bodies = []
@@ -43,7 +43,7 @@ def _journal(owner, *, start: int = 0):
     for n, body in enumerate(bodies):
         memory = memory_create(owner=owner, body=body)
         # Oldest first, but two share a date: the id decides between them.
-        occurred = now - timedelta(days=100 - start - n + (1 if n == 7 else 0))
+        occurred = now - timedelta(days=100 - n + (1 if n == 7 else 0))
         Memory.objects.filter(pk=memory.pk).update(occurred_at=occurred)
         made.append(Memory.objects.get(pk=memory.pk))
     return made
