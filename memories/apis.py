@@ -121,16 +121,13 @@ class SearchOutputSerializer(serializers.Serializer):
 def _search_results(hits: list, *, scores: bool) -> list[dict]:
     # Raw scores only when asked: they are ranking internals (a fused reciprocal-rank
     # score has no meaning outside one result list), not something to show people.
+    # One serializer for all of them: DRF copies a serializer's fields per instance.
+    memories = MemoryOutputSerializer([hit.memory for hit in hits], many=True).data
     if not scores:
-        return [{"memory": MemoryOutputSerializer(hit.memory).data} for hit in hits]
+        return [{"memory": memory} for memory in memories]
     return [
-        {
-            "memory": MemoryOutputSerializer(hit.memory).data,
-            "score": hit.score,
-            "similarity": hit.similarity,
-            "text_rank": hit.text_rank,
-        }
-        for hit in hits
+        {"memory": memory, "score": hit.score, "similarity": hit.similarity, "text_rank": hit.text_rank}
+        for memory, hit in zip(memories, hits, strict=True)
     ]
 
 
