@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from io import StringIO
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 
 from accounts.models import AccessToken
+from memories.embeddings import embed_text
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,6 +28,7 @@ def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes
 
     assert "3 clients (each pausing 0.05 s on average between requests)" in text, text
     assert re.search(r"Throughput: [0-9.]+ requests/s; errors: 0 of [1-9][0-9]*", text), text
+    assert re.search(r"The clients themselves used [0-9.]+ CPU-seconds \([0-9.]+ of a core\)", text), text
     for endpoint in ("agent search", "owner timeline", "memory write", "chat"):
         row = re.search(
             rf"^{endpoint}\s+(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+0$", text, re.MULTILINE
@@ -34,6 +37,12 @@ def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes
     # The run's writes are removed; the seeded owner stays for reuse; its tokens are not left usable twice.
     assert not Memory.objects.filter(owner__username="bench_load", title="bench_load write").exists()
     assert Memory.objects.filter(owner__username="bench_load").count() == 120
+    # Seeded with the real model's vectors (the default): a memory's vector is its text's.
+    assert "the owner has 120 memories (embedded by the model)" in text, text
+    seeded = Memory.objects.filter(owner__username="bench_load").order_by("created_at", "id").first()
+    assert seeded.embedding_model == "bench-model-words"
+    expected = embed_text(f"{seeded.title}\n\n{seeded.body}")
+    assert float(np.dot(np.asarray(seeded.embedding), np.asarray(expected))) > 0.999
     assert AccessToken.objects.filter(owner__username="bench_load", revoked_at=None).count() == 2
 
 

@@ -10,8 +10,9 @@ N client threads, each with its own keep-alive connection, for a bounded time:
 - memory write   POST /api/v1/memories/              (owner token)
 - chat           POST /api/v1/agents/<id>/chat/      (agent token, the stub LLM)
 
-The owner `bench_load` is seeded like bench_retrieval's (synthetic vectors,
-realistic text, one person per 1% of memories, a tenth of them withheld) and kept
+The owner `bench_load` is seeded like bench_retrieval's (realistic text, one
+person per 1% of memories, a tenth of them withheld), each text embedded by the
+real model (--vectors synthetic: random vectors, as bench_retrieval's), and kept
 for reuse; the memories the run writes are deleted afterwards. Benchmarks print
 figures: nothing here asserts on time.
 """
@@ -161,6 +162,14 @@ class Command(BaseCommand):
             help="mean seconds each client pauses between requests (exponential, as a person reading "
             "does); 0, the default: back to back, the server saturated",
         )
+        parser.add_argument(
+            "--vectors",
+            choices=("model", "synthetic"),
+            default="model",
+            help="model (the default): the owner's memories embedded by the real model, as the "
+            "searches' queries are; synthetic: random vectors (fast to seed, but a query's words then "
+            "land far from every memory)",
+        )
         parser.add_argument("--seed", type=int, default=11)
         parser.add_argument("--clean", action="store_true", help="delete the bench_load user and exit")
 
@@ -181,7 +190,7 @@ class Command(BaseCommand):
 
     def _prepare(self, options: dict) -> tuple[str, str, str, Text]:
         rng = np.random.default_rng(options["seed"])
-        text = Text("words", np.random.default_rng(options["seed"] + 1))
+        text = Text("words", np.random.default_rng(options["seed"] + 1), vectors=options["vectors"])
         self.stdout.write("Seeding (reused when already there)…")
         with _BulkLoad(self.stdout) as bulk:
             seeded = _seed_owner(
@@ -289,12 +298,15 @@ class Command(BaseCommand):
                             errors[endpoint] += 1
 
             started = time.monotonic()
+            client_cpu = time.process_time()
             threads = [threading.Thread(target=drive, args=(client,)) for client in clients]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
             elapsed = time.monotonic() - started
+            # The clients (and the stub model) run on the same cores as the server.
+            client_cpu = time.process_time() - client_cpu
         finally:
             server.terminate()
             try:
@@ -304,9 +316,9 @@ class Command(BaseCommand):
             llm.shutdown()
             close_old_connections()
             Memory.objects.filter(owner__username=USERNAME, title=WRITE_TITLE).delete()
-        self._report(options, latencies, errors, statuses, elapsed)
+        self._report(options, latencies, errors, statuses, elapsed, client_cpu)
 
-    def _report(self, options, latencies, errors, statuses, elapsed: float) -> None:
+    def _report(self, options, latencies, errors, statuses, elapsed: float, client_cpu: float) -> None:
         total = sum(len(values) for values in latencies.values())
         pacing = (
             f"each pausing {options['think']:g} s on average between requests"
@@ -316,7 +328,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s against gunicorn "
             f"({web_workers()} workers, 4 threads each) on "
-            f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories.\n"
+            f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories "
+            f"({'embedded by the model' if options['vectors'] == 'model' else 'synthetic vectors'}).\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"
         )
         self.stdout.write(
@@ -337,4 +350,8 @@ class Command(BaseCommand):
         }
         if failing:
             self.stdout.write(f"Status codes where errors happened (0 = connection error): {failing}")
+        self.stdout.write(
+            f"The clients themselves used {client_cpu:.1f} CPU-seconds "
+            f"({client_cpu / elapsed:.2f} of a core) on the same machine."
+        )
         self.stdout.write(f"Load average after measuring: {_load()}")

@@ -84,8 +84,11 @@ RARE_NAMES = (
 class Text:
     """Seeded text and query words for one --text mode."""
 
-    def __init__(self, mode: str, rng: np.random.Generator) -> None:
-        self.mode, self.rng = mode, rng
+    def __init__(self, mode: str, rng: np.random.Generator, *, vectors: str = "synthetic") -> None:
+        # vectors: "synthetic" (random unit vectors around topic centroids, fast to
+        # seed) or "model" (each seeded text embedded by the real model: queries
+        # embedded from words then land where the texts they match do).
+        self.mode, self.rng, self.vectors = mode, rng, vectors
         if mode == "words":
             from wordfreq import top_n_list, word_frequency
 
@@ -101,6 +104,8 @@ class Text:
     @property
     def marker(self) -> str:
         """What embedding_model says of seeded rows, so a reseed happens when the mode changes."""
+        if self.vectors == "model":
+            return f"bench-model-{self.mode}"
         return "bench-random" if self.mode == "vocabulary" else f"bench-random-{self.mode}"
 
     def _draw(self, count: int) -> list[str]:
@@ -325,7 +330,14 @@ def _copy_memories(
 ) -> None:
     for start in range(0, memory_count, COPY_BATCH):
         count = min(COPY_BATCH, memory_count - start)
+        texts = [text.memory() for _ in range(count)]
         vectors = _unit_vectors(rng, count, centroids)
+        if text.vectors == "model":
+            from memories.embeddings import embed_texts
+            from memories.services import _embedding_input
+
+            out.write(f"  {username}: embedding {count} texts with the model…")
+            vectors = embed_texts([_embedding_input(title=title, body=body) for title, body in texts])
         buckets = rng.integers(0, BUCKETS, count)
         ids = [uuid.uuid4() for _ in range(count)]
         with transaction.atomic(), raw.cursor() as cursor:
@@ -339,7 +351,7 @@ def _copy_memories(
                     + ["varchar", "varchar", "vector", "varchar", "timestamptz", "timestamptz"]
                 )
                 for row in range(count):
-                    title, body = text.memory()
+                    title, body = texts[row]
                     occurred = now - timedelta(minutes=int(start + row))
                     copy.write_row(
                         (
