@@ -1092,16 +1092,16 @@ def _owner_candidates_sql(owner_id: int, *, agents: bool, small_owner: bool = Fa
     `agents`: the rows whose count lets them pass (agents_open, the hint the
     gate's count keeps), through memory_text_open_gin, an index of (owner,
     words) over those rows only: a common word's candidates are then all
-    rankable, whatever share of the owner's memories is gated, and a small
-    owner's are found without reading other owners' matches.
+    rankable, whatever share of the owner's memories is gated.
 
-    `small_owner` (the owner's own searches, at most EXACT_SEARCH_MAX_MEMORIES
-    memories): the owner's rows are read through the owner_id index and the
-    query checked on each (OFFSET 0 keeps the match condition outside, so the
-    full-text index is not used). Left to itself the planner intersects the
-    owner's rows with the full-text index's matches over every owner: a common
-    word matches tens of thousands of other people's memories (3-5 ms in a
-    table of a million for an owner of 1,000, against ~1 ms for reading the
+    `small_owner` (at most EXACT_SEARCH_MAX_MEMORIES memories, the owner's or
+    agents' searches): the owner's rows are read through the owner_id index and
+    the query checked on each (OFFSET 0 keeps the match condition outside, so
+    no full-text index is used). Left to itself the planner intersects the
+    owner's rows with a full-text index's matches over every owner (a GIN
+    index's entries for a word list every owner's memories that hold it): a
+    common word matches tens of thousands of other people's memories (3-5 ms in
+    a table of a million for an owner of 1,000, against ~1 ms for reading the
     owner's own rows), so a small owner's search would cost what the whole
     table holds.
     """
@@ -1111,7 +1111,7 @@ def _owner_candidates_sql(owner_id: int, *, agents: bool, small_owner: bool = Fa
         f"FROM {table} WHERE {table}.owner_id = %s"
     )
     if agents:
-        return f"{sql} AND {table}.agents_open", [owner_id]
+        sql = f"{sql} AND {table}.agents_open"
     return (f"{sql} OFFSET 0" if small_owner else sql), [owner_id]
 
 
@@ -1421,17 +1421,17 @@ def memory_search(
         # The owner's size, asked once for both sides, and only where it decides
         # something: agents with more open memories than that are not small, and
         # agents with few (None) leave the vector side to ask if it needs to.
+        # Unfiltered: the owner's text copy, whose indexes also rank one word exactly.
+        unfiltered = filters is None or filters == MemoryFilters()
         small_owner: bool | None = None
-        if not respect_consent:
-            small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
-        elif open_count > EXACT_SEARCH_MAX_MEMORIES:
+        if open_count is not None and open_count > EXACT_SEARCH_MAX_MEMORIES:
             small_owner = False
+        elif not respect_consent or unfiltered:
+            small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
 
         def scope() -> QuerySet[Memory]:
             return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
 
-        # Unfiltered: the owner's text copy, whose indexes also rank one word exactly.
-        unfiltered = filters is None or filters == MemoryFilters()
         if unfiltered:
             visible = _compiled_scope(owner_id, respect_consent=respect_consent)
             candidates = _owner_candidates_sql(
@@ -1464,7 +1464,11 @@ def memory_search(
             depth,
             candidates=candidates,
             embedding=embedding,
-            one_word_exact=unfiltered,
+            # A small owner's matches are no more than TEXT_CANDIDATES_MAX: all ranked
+            # anyway, from the owner's own rows (the one-word branches would compute
+            # the repeated words of each: ~9 ms for 1,000 rows).
+            one_word_exact=unfiltered
+            and not (small_owner and EXACT_SEARCH_MAX_MEMORIES <= TEXT_CANDIDATES_MAX),
         )
         return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
 

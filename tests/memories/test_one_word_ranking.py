@@ -186,3 +186,27 @@ def test_agents_skip_superseded_and_expired_matches_and_take_the_next(alice, mon
 
     assert _text_side(alice, "lantern", 8, agents=True) == [m for m in best if m not in once[:3]][:8]
     assert _text_side(alice, "lantern", 8) == best[:8]  # the owner sees them all
+
+
+@pytest.mark.parametrize("agents", [False, True])
+def test_a_small_owners_text_side_reads_their_own_rows_and_ranks_every_match(alice, agents):
+    # At most EXACT_SEARCH_MAX_MEMORIES memories: fewer matches than TEXT_CANDIDATES_MAX,
+    # so every match is ranked, read from the owner's own rows (OFFSET 0: no full-text
+    # index, whose entries for a word list every owner's memories that hold it).
+    from django.test.utils import CaptureQueriesContext
+
+    assert retrieval.EXACT_SEARCH_MAX_MEMORIES <= retrieval.TEXT_CANDIDATES_MAX
+    memories = _journal(alice)
+    with CaptureQueriesContext(connection) as queries:
+        hits = memory_search(
+            alice,
+            "lantern",
+            respect_consent=agents,
+            query_embedding=NO_MATCH_VECTOR,
+            relevance=retrieval.NO_CUTOFF,
+            limit=20,
+        )
+    assert [hit.memory.pk for hit in hits] == _expected(memories)
+    text = [query["sql"] for query in queries.captured_queries if "websearch_to_tsquery" in query["sql"]]
+    assert len(text) == 1
+    assert "OFFSET 0" in text[0] and "memories_repeated_lexemes" not in text[0]
