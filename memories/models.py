@@ -225,15 +225,6 @@ class MemoryGate(models.Model):
                 condition=models.Q(blocked_count=0),
                 name="memory_gate_open_idx",
             ),
-            # The same rows with their half-precision vectors (migration 0014): the
-            # exact search over an owner's open memories reads this index alone
-            # (index-only), ~0.5 µs a row instead of ~0.8 through the table.
-            models.Index(
-                fields=["owner", "memory"],
-                include=["embedding"],
-                condition=models.Q(blocked_count=0, embedding__isnull=False),
-                name="memory_gate_open_vectors",
-            ),
             HnswIndex(
                 fields=["embedding"],
                 condition=models.Q(blocked_count=0, indexed=True),

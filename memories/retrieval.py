@@ -122,7 +122,8 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # search misses. Measured at 100k memories, 90% gated (10k open): ef_search 100
 # gave recall@10 ~0.97, 150 ~0.99, 200 ~0.997, 300 0.993-0.998 depending on the
 # build (p50 8-14 ms). Such owners ("sparse", below) now get exact search instead:
-# ranking 10,000 half-precision copies index-only costs ~5 ms and misses nothing.
+# ranking 9,000 half-precision copies costs ~7 ms (8.4 with the re-rank through the
+# gate, 2026-11-26) and misses nothing.
 # With many open a narrow search is as good (2026-11-25, 60 queries against exact
 # gated truth): recall@10 and @20 1.000 at ef_search 60 with 10% and 50% gated
 # (0.998 at 40), and at 80% gated (20k open) @10 1.000 and @20 0.98 whatever the
@@ -141,9 +142,9 @@ OPEN_ANN_SPARSE_GATED = 5
 OPEN_ANN_MAX_SCAN_TUPLES = 6_000
 # Agent searches first ask the maintained gate count (MemoryGate, a hint) how many
 # of the owner's memories nothing blocks. None: answer at once. Up to this many (or
-# sparse, above): exact search over just those, ranked on the half-precision copies
-# in memory_gate_open_vectors (index-only, ~0.5 µs per memory) and re-ranked at full
-# precision. More: the agents' HNSW index.
+# sparse, above): exact search over just those, ranked on the gate table's
+# half-precision copies (~0.8 µs per memory) and re-ranked at full precision. More:
+# the agents' HNSW index.
 EXACT_CANDIDATES_MAX = 2_000
 # How many of the nearest open memories (by the half-precision copy) the exact
 # path re-ranks at full precision and passes through the gate, per result asked.
@@ -748,9 +749,8 @@ def _open_candidates_neighbours(
 ) -> list[tuple[uuid.UUID, float]]:
     """Exact search among the (few) memories the count calls open.
 
-    Ranks the owner's open gate rows by their half-precision copies, read from
-    memory_gate_open_vectors alone (an index-only scan; a sort, not the HNSW
-    index: +0), takes the nearest few per result asked, and lets `visible`
+    Ranks the owner's open gate rows by their half-precision copies (a sort, not
+    the index: +0), takes the nearest few per result asked, and lets `visible`
     (the gate and the filters: _compiled_scope or _scope_sql) and the
     full-precision distance decide among them. When the gate or the filters leave
     fewer than `limit` of those and there were more open memories than
@@ -951,7 +951,7 @@ def _thin_in_the_index(open_count: int, fetch: int) -> bool:
     owner with 2,500 open memories 34 ms p50 that way, 6 ms exact at once; one
     with 4,500 still 41 ms with no margin), so owners with at most
     EXACT_FALLBACK_MAX_MEMORIES open go to the exact search at once: ranked on the
-    half-precision copies, ~0.5 µs per open memory (index-only), whatever the table holds.
+    half-precision copies, ~0.8 µs per open memory, whatever the table holds.
     """
     if open_count > EXACT_FALLBACK_MAX_MEMORIES:
         return False
