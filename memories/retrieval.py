@@ -119,31 +119,32 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # The agents' index (memories nothing blocks, half precision; m=24,
 # ef_construction=128). When few of an owner's memories are open, an agent's ten
 # nearest include memories barely related to the query: near-ties that a narrow
-# search misses. Measured at 100k memories, 90% gated (10k open): ef_search 100
-# gave recall@10 ~0.97, 150 ~0.99, 200 ~0.997, 300 0.993-0.998 depending on the
-# build (p50 8-14 ms). Such owners ("sparse", below) now get exact search instead:
-# ranking 9,000 half-precision copies costs ~7 ms (8.4 with the re-rank through the
-# gate, 2026-11-26) and misses nothing.
-# With many open a narrow search is as good (2026-11-25, 60 queries against exact
-# gated truth): recall@10 and @20 1.000 at ef_search 60 with 10% and 50% gated
-# (0.998 at 40), and at 80% gated (20k open) @10 1.000 and @20 0.98 whatever the
-# width (40 to 200); each step of 20 costs ~0.7 ms. Fetching more than a hybrid's
-# 40 widens it in step.
+# search misses, so the search widens. Measured at 100k memories, 90% gated (10k
+# open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997 (wider for the
+# 20 a hybrid search fetches: 0.95 at 200). The graph differs from build to build:
+# on 2026-11-25 another build gave @10 0.982 / 0.987 / 0.993 / 0.998 at 160 / 200 /
+# 300 / 400 (p50 8.3 / 6.1 / 9.5 / 10.6 ms), and the bench 0.988 at 200 twice, so
+# sparse owners get 300. With many open a narrow search is as
+# good (2026-11-25, 60 queries against exact gated truth): recall@10 and @20
+# 1.000 at ef_search 60 with 10% and 50% gated (0.998 at 40), and at 80% gated
+# (20k open) @10 1.000 and @20 0.98 whatever the width (40 to 200); each step
+# of 20 costs ~0.7 ms. Fetching more than a hybrid's 40 widens it in step.
 OPEN_ANN_EF_SEARCH = 60
 OPEN_ANN_EF_PER_FETCHED = 1.5
-# "Sparse": at most this many open (counted on the open-gate index, ~1.2 ms; see
-# _open_hint), and more than OPEN_ANN_SPARSE_GATED of the owner's memories per open
-# one (over 80% gated): holes in the owner's own topics, not a small owner. An owner
-# of 10,000 memories with 9,000 open among 109,000 index entries (2026-11-26, 100
-# queries against exact gated truth) had recall@20 1.000 at ef_search 60, 100, 150
-# and 300 (4.3 / 5.4 / 7.4 / 14.7 ms p50): the narrow scan serves it.
+OPEN_ANN_SPARSE_EF_SEARCH = 300
+# "Few open": at most this many (counted on the open-gate index, ~1.2 ms; see _open_hint),
+# and more than OPEN_ANN_SPARSE_GATED of the owner's memories per open one (over 80%
+# gated). The width is for holes in the owner's own topics, not for a small owner:
+# 2026-11-26, an owner of 10,000 memories with 9,000 open among 109,000 entries
+# (100 queries against exact gated truth) had recall@20 1.000 at ef_search 60, 100,
+# 150 and 300, costing 4.3 / 5.4 / 7.4 / 14.7 ms p50.
 OPEN_ANN_SPARSE_MAX = 15_000
 OPEN_ANN_SPARSE_GATED = 5
 OPEN_ANN_MAX_SCAN_TUPLES = 6_000
 # Agent searches first ask the maintained gate count (MemoryGate, a hint) how many
-# of the owner's memories nothing blocks. None: answer at once. Up to this many (or
-# sparse, above): exact search over just those, ranked on the gate table's
-# half-precision copies (~0.8 µs per memory) and re-ranked at full precision. More:
+# of the owner's memories nothing blocks. None: answer at once. Up to this many:
+# exact search over just those, ranked on the gate table's half-precision copies
+# (a narrow table, ~0.7 µs per memory) and re-ranked at full precision. More:
 # the agents' HNSW index.
 EXACT_CANDIDATES_MAX = 2_000
 # How many of the nearest open memories (by the half-precision copy) the exact
@@ -860,12 +861,11 @@ def _sparse_in_own_journal(owner_id: int, open_count: int) -> bool:
     """Whether the owner's open memories are few (OPEN_ANN_SPARSE_MAX) and most of the journal is gated.
 
     Then the nearest open memories to a query often lie past gated ones, far
-    from the query, where an index scan misses near-ties unless it is wide (and
-    then slower than ranking them all): the search is exact
-    (_open_candidates_neighbours). An owner with few memories, most of them
-    open, uses the agents' index as a big one does. The size test (at most
+    from the query, where a narrow index scan misses near-ties: the scan widens
+    (OPEN_ANN_SPARSE_EF_SEARCH). An owner with few memories, most of them open,
+    is searched as narrowly as a big one. The size test (at most
     OPEN_ANN_SPARSE_GATED x open_count index entries) is kept HINT_TTL_SECONDS:
-    a hint for the strategy, never for what passes.
+    a hint for the width, never for what passes.
     """
     if open_count > OPEN_ANN_SPARSE_MAX:
         return False
@@ -951,7 +951,7 @@ def _thin_in_the_index(open_count: int, fetch: int) -> bool:
     owner with 2,500 open memories 34 ms p50 that way, 6 ms exact at once; one
     with 4,500 still 41 ms with no margin), so owners with at most
     EXACT_FALLBACK_MAX_MEMORIES open go to the exact search at once: ranked on the
-    half-precision copies, ~0.8 µs per open memory, whatever the table holds.
+    half-precision copies, ~0.7 µs per open memory, whatever the table holds.
     """
     if open_count > EXACT_FALLBACK_MAX_MEMORIES:
         return False
@@ -1000,10 +1000,9 @@ def _nearest_neighbours(
 
     - Nothing open per the count: no memory can pass, answer [] at once (the
       zero-match case does not walk an index to prove it).
-    - At most EXACT_CANDIDATES_MAX open, too thin a share of the agents'
-      index for its bounded scan (_thin_in_the_index), or few open in a mostly
-      gated journal (_sparse_in_own_journal): exact search among just those
-      (_open_candidates_neighbours). Independent of other owners' data.
+    - At most EXACT_CANDIDATES_MAX open, or too thin a share of the agents'
+      index for its bounded scan (_thin_in_the_index): exact search among just
+      those (_open_candidates_neighbours). Independent of other owners' data.
     - Small owner (<= EXACT_SEARCH_MAX_MEMORIES): exact search with the gate and
       filters in the WHERE clause. Exactly right, ~1 µs per memory, and independent
       of other owners' data.
@@ -1032,11 +1031,7 @@ def _nearest_neighbours(
             open_count, unindexed = _open_hint(owner_id)
         if open_count == 0:
             return []
-        if (
-            open_count <= EXACT_CANDIDATES_MAX
-            or _thin_in_the_index(open_count, limit * ANN_OVERFETCH)
-            or _sparse_in_own_journal(owner_id, open_count)
-        ):
+        if open_count <= EXACT_CANDIDATES_MAX or _thin_in_the_index(open_count, limit * ANN_OVERFETCH):
             return _open_candidates_neighbours(
                 scope_sql(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
             )
@@ -1048,19 +1043,25 @@ def _nearest_neighbours(
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and small_owner:
         return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
+        sparse = _sparse_in_own_journal(owner_id, open_count)
         fetch = limit * ANN_OVERFETCH
         rows = _open_index_neighbours(
             scope_sql(),
             embedding,
             owner_id=owner_id,
             fetch=fetch,
-            ef_search=max(math.ceil(fetch * OPEN_ANN_EF_PER_FETCHED), OPEN_ANN_EF_SEARCH),
+            ef_search=(
+                max(fetch * ANN_EF_PER_FETCHED, OPEN_ANN_SPARSE_EF_SEARCH)
+                if sparse
+                else max(math.ceil(fetch * OPEN_ANN_EF_PER_FETCHED), OPEN_ANN_EF_SEARCH)
+            ),
             unindexed=unindexed,
         )[:limit]
         if len(rows) < limit:
-            # The open memories in play, counted on (the hint may be a minute old).
+            # The open memories in play: already counted when few, else counted on.
             fallback = EXACT_FALLBACK_MAX_MEMORIES
-            if _count_open_memories(owner_id, fallback) <= fallback:
+            in_play = open_count if sparse else _count_open_memories(owner_id, fallback)
+            if in_play <= fallback:
                 return _exact_neighbours(_among_open_memories(scoped(), owner_id), embedding, limit)
         return rows
     fetch = limit * ANN_OVERFETCH
