@@ -16,15 +16,20 @@ from django.core.management import call_command
 
 from accounts.models import AccessToken
 from memories.embeddings import embed_text
+from memories.management.commands.bench_load import MIXED_VECTORS_WARNING
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes():
+def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes(mallory):
+    # Another benchmark's synthetic vectors in the same table: the run says what mixing costs them.
+    Memory.objects.create(owner=mallory, body="synthetic", embedding_model="bench-random-words")
     out = StringIO()
     call_command("bench_load", clients=3, seconds=3, memories=120, think=0.05, stdout=out)
     text = out.getvalue()
+
+    assert MIXED_VECTORS_WARNING in text, text
 
     assert "3 clients (each pausing 0.05 s on average between requests)" in text, text
     assert re.search(r"Throughput: [0-9.]+ requests/s; errors: 0 of [1-9][0-9]*", text), text

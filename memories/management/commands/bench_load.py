@@ -49,6 +49,12 @@ WRITE_TITLE = "bench_load write"
 # How often each client picks each endpoint (a journal is read far more than written).
 MIX = (("agent search", 40), ("owner timeline", 30), ("memory write", 15), ("chat", 15))
 SERVER_START_TIMEOUT = 120
+MIXED_VECTORS_WARNING = (
+    "Note: this database holds other benchmarks' synthetic vectors. The model's vectors in the "
+    "same vector index cut their recall (bench_retrieval's owner: recall@10 0.999 -> 0.95-0.97 "
+    "after an index build); run bench_load in a database of its own "
+    "(KEEPSAKE_DATABASE_NAME=keepsake_load, created and migrated first)."
+)
 
 
 def _database_url() -> str:
@@ -191,6 +197,13 @@ class Command(BaseCommand):
     def _prepare(self, options: dict) -> tuple[str, str, str, Text]:
         rng = np.random.default_rng(options["seed"])
         text = Text("words", np.random.default_rng(options["seed"] + 1), vectors=options["vectors"])
+        synthetic_beside = (
+            Memory.objects.filter(embedding_model__startswith="bench-random")
+            .exclude(owner__username=USERNAME)
+            .exists()
+        )
+        if options["vectors"] == "model" and synthetic_beside:
+            self.stdout.write(MIXED_VECTORS_WARNING)
         self.stdout.write("Seeding (reused when already there)…")
         with _BulkLoad(self.stdout) as bulk:
             seeded = _seed_owner(
