@@ -1418,11 +1418,12 @@ def memory_search(
     # them alone (unfiltered, the agents' candidates are always the open ones).
     open_only = respect_consent and open_count <= EXACT_CANDIDATES_MAX
     with _search_transaction():
-        # The owner's size, asked once for both sides, and only where it decides
-        # something: agents with more open memories than that are not small, and
-        # agents with few (None) leave the vector side to ask if it needs to.
         # Unfiltered: the owner's text copy, whose indexes also rank one word exactly.
         unfiltered = filters is None or filters == MemoryFilters()
+        # The owner's size, asked once for both sides, and only where it decides
+        # something: agents with more open memories than that are not small; with
+        # few, an unfiltered search asks for its text side (a small owner's own rows),
+        # a filtered one (None) leaves the vector side to ask if it needs to.
         small_owner: bool | None = None
         if open_count is not None and open_count > EXACT_SEARCH_MAX_MEMORIES:
             small_owner = False
