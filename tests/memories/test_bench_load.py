@@ -18,6 +18,7 @@ from accounts.models import AccessToken
 from memories.embeddings import embed_text
 from memories.management.commands.bench_load import MIXED_VECTORS_WARNING
 from memories.models import Memory
+from memories.services import _embedding_input
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +47,7 @@ def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes
     assert "the owner has 120 memories (embedded by the model)" in text, text
     seeded = Memory.objects.filter(owner__username="bench_load").order_by("created_at", "id").first()
     assert seeded.embedding_model == "bench-model-words"
-    expected = embed_text(f"{seeded.title}\n\n{seeded.body}")
+    expected = embed_text(_embedding_input(title=seeded.title, body=seeded.body))
     assert float(np.dot(np.asarray(seeded.embedding), np.asarray(expected))) > 0.999
     assert AccessToken.objects.filter(owner__username="bench_load", revoked_at=None).count() == 2
 
