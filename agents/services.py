@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -91,20 +91,31 @@ def access_log_record(
     agent: Agent | None = None,
     viewer: AbstractBaseUser | None = None,
 ) -> None:
-    """One AccessLog row per memory handed out on `surface`, in one insert."""
-    rows = [
-        AccessLog(
-            owner=owner,
-            memory_id=memory.pk,
-            surface=surface,
-            agent=agent,
-            agent_name=agent.name if agent is not None else "",
-            viewer=viewer,
+    """One AccessLog row per memory handed out on `surface`, in one statement.
+
+    Plain SQL, one round trip: bulk_create wraps its INSERT … RETURNING in a
+    transaction of its own (three round trips) and builds a model per row, on the
+    path of every agent search (~1 ms of a ~20 ms request).
+    """
+    memory_ids = [memory.pk for memory in memories]
+    if not memory_ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {AccessLog._meta.db_table} "
+            "(owner_id, memory_id, surface, agent_id, agent_name, viewer_id, created_at) "
+            "SELECT %s, handed.memory_id, %s, %s, %s, %s, %s "
+            "FROM unnest(%s::uuid[]) WITH ORDINALITY AS handed (memory_id, position) ORDER BY position",
+            [
+                owner.pk,
+                surface,
+                agent.pk if agent is not None else None,
+                agent.name if agent is not None else "",
+                viewer.pk if viewer is not None else None,
+                timezone.now(),
+                memory_ids,
+            ],
         )
-        for memory in memories
-    ]
-    if rows:
-        AccessLog.objects.bulk_create(rows)
 
 
 # --- custom agents ---------------------------------------------------------------

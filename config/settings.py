@@ -276,7 +276,7 @@ CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "ratelimit": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "config.cache.RedisCache",
         "LOCATION": env("RATELIMIT_CACHE_URL", default="") or REDIS_URL,
         "KEY_PREFIX": "keepsake",
         # Fail fast when Valkey is down: one quick retry, never a back-off per request.

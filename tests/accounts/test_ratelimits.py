@@ -306,3 +306,21 @@ def test_limits_step_aside_when_the_cache_cannot_be_reached(
         )
         client.logout()
     assert ratelimits._cache_down_until > 0
+
+
+# --- The cache's client ------------------------------------------------------------------
+
+
+def test_the_rate_limit_cache_keeps_one_redis_client_and_counts_with_it():
+    from django.core.cache import caches
+
+    cache = caches["ratelimit"]
+    key = f"client-reuse-{time.monotonic_ns()}"
+    assert cache.add(key, 1, 60) is True
+    assert cache.add(key, 1, 60) is False  # already there: add never overwrites
+    assert cache.incr(key) == 2
+    assert cache.get(key) == 2
+    first = cache._cache.get_client(key)
+    assert cache._cache.get_client(key, write=True) is first
+    cache.delete(key)
+    assert cache.get(key) is None
