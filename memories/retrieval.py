@@ -253,7 +253,11 @@ def agent_visible_memories(owner: AbstractBaseUser | int) -> QuerySet[Memory]:
     )
     return Memory.objects.filter(
         ~Exists(ungranted_participant),
-        Exists(any_participant) | Exists(granted_self),
+        # Self first: one probe per statement (an InitPlan) that, granted as it
+        # usually is, settles the OR for every row. With the other arm first,
+        # PostgreSQL may hash every participant id of the table before the first
+        # row (an agent's page of 20 at 110,000 participants: 36 ms instead of ~2).
+        Exists(granted_self) | Exists(any_participant),
         Q(source_person__isnull=True) | Exists(granted_source),
         # Now() is the transaction's clock, so every statement in one search agrees.
         Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),

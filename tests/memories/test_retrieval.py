@@ -668,3 +668,46 @@ def test_loading_results_is_a_prepared_statement_and_the_same_without_one(alice,
     connection.ensure_connection()
     monkeypatch.setattr(connection.connection, "prepare_threshold", None)
     assert agents_search() == prepared == [shown.pk]
+
+
+def _participant_subplan_loops(queryset) -> list[int]:
+    """How often each participant scan that is a subplan of its own ran (EXPLAIN ANALYZE)."""
+    import json
+
+    with connection.cursor() as cursor:
+        sql, params = queryset.query.sql_with_params()
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    loops = []
+
+    def walk(node):
+        if (
+            node.get("Parent Relationship") == "SubPlan"
+            and node.get("Relation Name") == "memories_memoryparticipant"
+        ):
+            loops.append(node["Actual Loops"])
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return loops
+
+
+def test_the_gate_asks_about_self_before_looking_for_participants(alice):
+    # "Nobody in it, or Self granted": with Self granted (as sign-up makes it) the
+    # participant lookup of that OR never runs. The other way round PostgreSQL may hash
+    # every participant id of the table before the first row of an agent's page.
+    grace = person(alice, "Grace")
+    for index in range(30):
+        memory(alice, f"day {index}", people=[grace] if index % 2 else [])
+    page = agent_visible_memories(alice).order_by("-occurred_at", "pk")[:20]
+    granted = _participant_subplan_loops(page)
+    assert granted and all(loops == 0 for loops in granted)
+    assert len(list(page)) == 20
+
+    self_person = Person.objects.get(owner=alice, is_self=True)
+    person_set_consent(person=self_person, status=ConsentStatus.REVOKED, actor=alice)
+    revoked = _participant_subplan_loops(page)
+    assert any(loops > 0 for loops in revoked)
+    assert len(list(agent_visible_memories(alice))) == 15

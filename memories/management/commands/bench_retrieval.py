@@ -167,6 +167,14 @@ def _bench_user(username: str):
     return user
 
 
+def _own_self(user) -> None:
+    """The owner's Self, granted, as sign-up makes it (the gate reads it for every search)."""
+    from people.services import person_create_self
+
+    if not Person.objects.filter(owner=user, is_self=True).exists():
+        person_create_self(owner=user)
+
+
 def _seed_owner(
     *,
     bulk: _BulkLoad,
@@ -185,6 +193,7 @@ def _seed_owner(
     same_text = not Memory.objects.filter(owner=user).exclude(embedding_model=text.marker).exists()
     if len(people) == BUCKETS and existing == memory_count and same_text:
         out.write(f"  reusing {existing} memories of {username}")
+        _own_self(user)
         _index_open_rows(bulk, user.pk)
         return SeededOwner(user.pk, [person.pk for person in people], existing)
     with transaction.atomic():
@@ -196,6 +205,7 @@ def _seed_owner(
             )
             for bucket in range(BUCKETS)
         )
+        _own_self(user)
     centroids = _centroids(rng, memory_count, distribution)
     now = timezone.now()
     connection.ensure_connection()
