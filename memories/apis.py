@@ -27,7 +27,7 @@ from config.api_inputs import StrictCharField
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
 from memories.retrieval import agent_visible_memories, memory_search, memory_similar
-from memories.selectors import MemoryFilters, memory_apply_filters, memory_get, memory_list
+from memories.selectors import LIST_DEFERRED, MemoryFilters, memory_apply_filters, memory_get, memory_list
 from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
 from people.models import ConsentStatus, Person
 from people.selectors import person_list, person_list_for_agents
@@ -284,7 +284,11 @@ class MemoryListApi(APIView):
         if agent is None:
             memories = memory_list(owner=request.user, filters=filters)
         else:
-            memories = _agent_memories(request, filters).order_by("-occurred_at", "-created_at")
+            memories = (
+                _agent_memories(request, filters)
+                .defer(*LIST_DEFERRED)
+                .order_by("-occurred_at", "-created_at")
+            )
         limit, offset = data["limit"], data["offset"]
         count = memories.count()
         page = list(memories[offset : offset + limit])

@@ -182,6 +182,23 @@ def test_list_is_paginated_newest_first(owner_api, world) -> None:
     assert everything == expected
 
 
+@pytest.mark.parametrize("api", ["owner_api", "agent_api"])
+def test_a_list_page_leaves_the_vectors_in_the_database(api, world, request) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = request.getfixturevalue(api)
+    for memory in (world.memory_alone, world.memory_with_carol):
+        _embed(memory, _vector(1.0))
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get("/api/v1/memories/").json()
+    status = {item["id"]: item["embedding_status"] for item in body["results"]}
+    assert status[str(world.memory_alone.pk)] == status[str(world.memory_with_carol.pk)] == "ready"
+    reads = [query["sql"] for query in queries if 'FROM "memories_memory"' in query["sql"]]
+    assert reads and not any('"memories_memory"."embedding"' in sql for sql in reads)
+    assert not any('"memories_memory"."search_vector"' in sql for sql in reads)
+
+
 def test_list_filters_by_person_kind_and_dates(owner_api, world) -> None:
     Memory.objects.filter(pk=world.memory_alone.pk).update(
         kind="observation", occurred_at=datetime(2020, 1, 15, 9, tzinfo=UTC)
