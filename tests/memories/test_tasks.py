@@ -451,3 +451,46 @@ def test_a_memory_that_enters_a_neighbours_list_without_that_neighbour_in_its_ow
     assert x.pk in stale
     memory_edges_refresh(memory_id=x.pk)
     assert {target for target, _, _ in edges_of(x)} == {str(y.pk)}
+
+
+# --- Publishing ---------------------------------------------------------------------------
+
+
+def test_a_thread_keeps_its_broker_connection_through_a_broker_restart(private_broker):
+    assert tasks.enqueue(tasks.refresh_memories, ["first"])
+    kept = tasks._publishing_connection()
+    assert tasks.enqueue(tasks.refresh_memories, ["second"])
+    assert tasks._publishing_connection() is kept
+
+    # The broker drops every client, as a restart does: the next publish reconnects.
+    assert private_broker.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert tasks.enqueue(tasks.refresh_memories, ["third"])
+
+    elsewhere = {}
+
+    def publish_in_another_thread() -> None:
+        elsewhere["sent"] = tasks.enqueue(tasks.refresh_memories, ["fourth"])
+        elsewhere["connection"] = tasks._publishing_connection()
+
+    thread = threading.Thread(target=publish_in_another_thread)
+    thread.start()
+    thread.join()
+    assert elsewhere["sent"] and elsewhere["connection"] is not kept
+    published = [args[0] for _, args in queued_messages(private_broker)]
+    assert published == [["first"], ["second"], ["third"], ["fourth"]]
+
+
+def test_publishing_follows_the_broker_it_is_pointed_at(private_broker):
+    from django.conf import settings
+
+    assert tasks.enqueue(tasks.refresh_memories, ["here"])
+    assert queued_messages(private_broker) == [(tasks.refresh_memories.name, [["here"]])]
+    other = redis.Redis.from_url(broker_url_with_db(settings.REDIS_URL, 13))
+    other.flushdb()
+    celery_app.conf.broker_url = broker_url_with_db(settings.REDIS_URL, 13)
+    try:
+        assert tasks.enqueue(tasks.refresh_memories, ["there"])
+        assert queued_messages(other) == [(tasks.refresh_memories.name, [["there"]])]
+        assert len(queued_messages(private_broker)) == 1
+    finally:
+        other.flushdb()
