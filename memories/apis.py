@@ -83,6 +83,49 @@ class MemoryOutputSerializer(serializers.Serializer):
     def get_embedding_status(self, memory: Memory) -> str:
         return "pending" if memory.embedded_at is None else "ready"
 
+    def to_representation(self, memory: Memory) -> dict:
+        """What DRF's walk over the fields above returns, built directly.
+
+        Every search result and list page goes through here: DRF's generic walk
+        (per field: its source, the attribute, the None check, the field's own
+        to_representation) took ~2.5 ms for ten results, with participants, of a
+        ~20 ms search. The fields that convert (dates, choices) still convert;
+        tests/api/test_memories_api.py compares this with DRF's walk.
+        """
+        fields = self.fields
+
+        def converted(name: str, value):
+            return None if value is None else fields[name].to_representation(value)
+
+        return {
+            "id": str(memory.id),
+            "title": str(memory.title),
+            "body": str(memory.body),
+            "occurred_at": converted("occurred_at", memory.occurred_at),
+            "created_at": converted("created_at", memory.created_at),
+            "updated_at": converted("updated_at", memory.updated_at),
+            "kind": converted("kind", memory.kind),
+            "sensitivity": converted("sensitivity", memory.sensitivity),
+            "expires_at": converted("expires_at", memory.expires_at),
+            "source_person": converted("source_person", memory.source_person_id),
+            "superseded_by": converted("superseded_by", memory.superseded_by_id),
+            "participants": [
+                {
+                    "person": str(participant.person_id),
+                    "display_name": str(participant.person.display_name),
+                    "role": _ROLE.to_representation(participant.role),
+                    "consent_status": _CONSENT_STATUS.to_representation(participant.person.consent_status),
+                }
+                for participant in memory.participants.all()
+            ],
+            "embedding_status": self.get_embedding_status(memory),
+        }
+
+
+# The participant fields that convert, for MemoryOutputSerializer.to_representation.
+_ROLE = ParticipantOutputSerializer().fields["role"]
+_CONSENT_STATUS = ParticipantOutputSerializer().fields["consent_status"]
+
 
 SCORES_ONLY = " Only with scores=1."
 

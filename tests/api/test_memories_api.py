@@ -353,3 +353,31 @@ def test_agent_similar_never_includes_a_memory_without_consent(agent_api, owner_
     assert agent_body["consent_gated"] is True
     assert [r["memory"]["id"] for r in agent_body["results"]] == [str(w.memory_alone.pk)]
     assert owner_gated == agent_body
+
+
+def test_the_memory_output_is_what_drfs_walk_over_its_fields_gives(world) -> None:
+    from datetime import timedelta
+
+    from rest_framework import serializers
+
+    from memories.apis import MemoryOutputSerializer
+    from memories.selectors import memory_list
+
+    Memory.objects.filter(pk=world.memory_with_bob.pk).update(
+        source_person=world.carol,
+        expires_at=timezone.now() + timedelta(days=3),
+        superseded_by=world.memory_alone,
+        kind="event",
+    )
+    _embed(world.memory_with_carol, _vector(1.0))
+    memories = list(memory_list(owner=world.alice))
+    assert len(memories) == 3
+    serializer = MemoryOutputSerializer()
+    for memory in memories:
+        direct = serializer.to_representation(memory)
+        walked = serializers.Serializer.to_representation(serializer, memory)
+        assert direct == walked
+        assert list(direct) == list(serializer.fields)  # every field, in their order
+    with_bob = serializer.to_representation(next(m for m in memories if m.pk == world.memory_with_bob.pk))
+    assert with_bob["source_person"] == str(world.carol.pk) and with_bob["expires_at"].endswith("Z")
+    assert with_bob["participants"][0]["display_name"] == "Bob"
