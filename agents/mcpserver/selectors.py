@@ -16,7 +16,7 @@ from django.db.models.expressions import RawSQL
 
 from memories.models import Memory, MemoryParticipant
 from memories.retrieval import agent_visible_memories
-from memories.selectors import MemoryFilters, memory_apply_filters
+from memories.selectors import LIST_DEFERRED, MemoryFilters, memory_apply_filters
 from people.models import Person
 from people.selectors import person_list_for_agents
 
@@ -54,7 +54,9 @@ def mcp_people_named(*, owner: AbstractBaseUser, name: str, limit: int = 5) -> l
 def mcp_person_memories(*, owner: AbstractBaseUser, person: Person, limit: int) -> tuple[list[Memory], int]:
     """Gated memories `person` takes part in, newest first (at most `limit`), and how many there are."""
     memories = memory_apply_filters(agent_visible_memories(owner), MemoryFilters(person=person))
-    newest = _with_people(memories).order_by("-occurred_at", "-created_at", "pk")[:limit]
+    newest = (
+        _with_people(memories).defer(*LIST_DEFERRED).order_by("-occurred_at", "-created_at", "pk")[:limit]
+    )
     return list(newest), memories.count()
 
 
@@ -68,7 +70,9 @@ def mcp_timeline_window(
     memories = memory_apply_filters(
         agent_visible_memories(owner), MemoryFilters(date_from=start, date_to=end)
     )
-    window = list(_with_people(memories).order_by("occurred_at", "created_at", "pk")[: limit + 1])
+    window = list(
+        _with_people(memories).defer(*LIST_DEFERRED).order_by("occurred_at", "created_at", "pk")[: limit + 1]
+    )
     return window[:limit], len(window) > limit
 
 

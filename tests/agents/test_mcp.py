@@ -469,3 +469,23 @@ def test_stdio_client_cannot_connect_with_a_revoked_token(transactional_db, worl
     with pytest.raises(BaseException) as refused:
         transport.session(bad_tokens["revoked"], work)
     assert isinstance(refused.value, MCPError | BaseExceptionGroup), refused.value
+
+
+def test_the_mcp_lists_leave_the_vectors_in_the_database(world):
+    from datetime import date
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.mcpserver.selectors import mcp_person_memories, mcp_timeline_window
+
+    carol = world.carol_memory.participants.get().person
+    with CaptureQueriesContext(connection) as queries:
+        theirs, count = mcp_person_memories(owner=world.owner, person=carol, limit=10)
+        window, more = mcp_timeline_window(
+            owner=world.owner, start=date(2024, 3, 1), end=date(2024, 3, 31), limit=10
+        )
+    assert [memory.pk for memory in theirs] == [world.carol_memory.pk] and count == 1
+    assert {memory.pk for memory in window} == {world.carol_memory.pk, world.solo_memory.pk} and not more
+    reads = [query["sql"] for query in queries if 'FROM "memories_memory"' in query["sql"]]
+    assert reads and not any('"memories_memory"."embedding"' in sql for sql in reads)
