@@ -19,7 +19,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.models import AccessLog, AccessSurface, Agent
+from agents.models import AccessSurface, Agent
+from agents.services import access_log_insert
 from circles.models import (
     CIRCLE_DESCRIPTION_MAX_LENGTH,
     CIRCLE_NAME_MAX_LENGTH,
@@ -340,20 +341,8 @@ def circle_access_log_record(
 
     The owner's own reads are not logged: the log answers "who else has seen this".
     """
-    rows = [
-        AccessLog(
-            owner_id=memory.owner_id,
-            memory_id=memory.pk,
-            surface=surface,
-            agent=agent,
-            agent_name=agent.name if agent is not None else "",
-            viewer=viewer,
-        )
-        for memory in memories
-        if memory.owner_id != viewer.pk
-    ]
-    if rows:
-        AccessLog.objects.bulk_create(rows)
+    handed = [(memory.pk, memory.owner_id) for memory in memories if memory.owner_id != viewer.pk]
+    access_log_insert(handed, surface=surface, agent=agent, viewer=viewer)
 
 
 # --- writing from a circle's page -----------------------------------------------------------
