@@ -494,3 +494,15 @@ def test_publishing_follows_the_broker_it_is_pointed_at(private_broker):
         assert len(queued_messages(private_broker)) == 1
     finally:
         other.flushdb()
+
+
+@pytest.mark.parametrize("queue", ["celery", "embeddings_bulk"])
+def test_a_kept_connection_still_delivers_after_the_broker_lost_everything(private_broker, queue, settings):
+    # The kept connection declared its queue once; a broker restarted empty has lost
+    # the queue and kombu's binding of it, and the message must still land in the queue.
+    task = tasks.refresh_memories if queue == "celery" else tasks.embed_bulk
+    settings.MEMORY_EMBEDDINGS_BULK_QUEUE = "embeddings_bulk"
+    assert tasks.enqueue(task, ["before"])
+    private_broker.flushdb()
+    assert tasks.enqueue(task, ["after"])
+    assert queued_messages(private_broker, queue) == [(task.name, [["after"]])]
