@@ -221,7 +221,7 @@ class Command(BaseCommand):
         )
         with connection.cursor() as cursor:
             # Statistics as autovacuum leaves them (people_person's settings: migration
-            # people 0009), as bench_retrieval does after its flips. Planned on the seeding's
+            # people 0007), as bench_retrieval does after its flips. Planned on the seeding's
             # "every person granted", the gate's participant check read every participant
             # of the table per search (kNN 6 ms instead of 1.6 at 10,000 memories).
             cursor.execute("ANALYZE people_person")
