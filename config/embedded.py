@@ -330,8 +330,14 @@ def wait_until_serving(port: int, process: subprocess.Popen, timeout: float) -> 
     return "timeout"
 
 
+# The web server's processes and threads per process (KEEPSAKE_WEB_WORKERS and
+# KEEPSAKE_WEB_THREADS): see web_command.
+DEFAULT_WEB_WORKERS = 2
+DEFAULT_WEB_THREADS = 4
+
+
 def web_workers() -> int:
-    raw = os.environ.get("KEEPSAKE_WEB_WORKERS", "2")
+    raw = os.environ.get("KEEPSAKE_WEB_WORKERS", str(DEFAULT_WEB_WORKERS))
     try:
         workers = int(raw)
     except ValueError:
@@ -339,6 +345,17 @@ def web_workers() -> int:
     if not 1 <= workers <= 64:
         raise SystemExit(f"KEEPSAKE_WEB_WORKERS must be between 1 and 64, not {workers}.")
     return workers
+
+
+def web_threads() -> int:
+    raw = os.environ.get("KEEPSAKE_WEB_THREADS", str(DEFAULT_WEB_THREADS))
+    try:
+        threads = int(raw)
+    except ValueError:
+        raise SystemExit(f"KEEPSAKE_WEB_THREADS must be a whole number of threads, not {raw!r}.") from None
+    if not 1 <= threads <= 64:
+        raise SystemExit(f"KEEPSAKE_WEB_THREADS must be between 1 and 64, not {threads}.")
+    return threads
 
 
 def web_command(host: str, *, access_log: bool = True) -> list[str]:
@@ -353,7 +370,7 @@ def web_command(host: str, *, access_log: bool = True) -> list[str]:
     workers = web_workers()
     command = [
         sys.executable, "-m", "gunicorn", "config.wsgi:application", "--config", "python:config.gunicorn",
-        "--bind", host, "--workers", str(workers), "--threads", "4", "--timeout", "120",
+        "--bind", host, "--workers", str(workers), "--threads", str(web_threads()), "--timeout", "120",
     ]  # fmt: skip
     return command + (["--access-logfile", "-"] if access_log else [])
 

@@ -76,3 +76,18 @@ def test_web_server_runs_as_many_processes_as_keepsake_web_workers_says(monkeypa
         monkeypatch.setenv("KEEPSAKE_WEB_WORKERS", bad)
         with pytest.raises(SystemExit, match="KEEPSAKE_WEB_WORKERS"):
             embedded.web_command("127.0.0.1:8000")
+
+
+def test_web_server_runs_as_many_threads_per_process_as_keepsake_web_threads_says(monkeypatch):
+    def threads() -> str:
+        command = embedded.web_command("127.0.0.1:8000")
+        return command[command.index("--threads") + 1]
+
+    monkeypatch.delenv("KEEPSAKE_WEB_THREADS", raising=False)
+    assert threads() == "4"
+    monkeypatch.setenv("KEEPSAKE_WEB_THREADS", "2")
+    assert threads() == "2"
+    for bad in ("four", "0", "-2", "65"):
+        monkeypatch.setenv("KEEPSAKE_WEB_THREADS", bad)
+        with pytest.raises(SystemExit, match="KEEPSAKE_WEB_THREADS"):
+            embedded.web_command("127.0.0.1:8000")

@@ -27,12 +27,14 @@ def test_bench_load_prints_each_endpoint_with_no_errors_and_cleans_up_its_writes
     # Another benchmark's synthetic vectors in the same table: the run says what mixing costs them.
     Memory.objects.create(owner=mallory, body="synthetic", embedding_model="bench-random-words")
     out = StringIO()
-    call_command("bench_load", clients=3, seconds=3, memories=120, think=0.05, stdout=out)
+    call_command("bench_load", clients=3, seconds=3, memories=120, think=0.05, warmup=1, stdout=out)
     text = out.getvalue()
 
     assert MIXED_VECTORS_WARNING in text, text
 
     assert "3 clients (each pausing 0.05 s on average between requests)" in text, text
+    server = r"for \d+ s, after 1 s unmeasured, against gunicorn \(\d+ workers, \d+ threads each\)"
+    assert re.search(server, text), text
     assert re.search(r"Throughput: [0-9.]+ requests/s; errors: 0 of [1-9][0-9]*", text), text
     assert re.search(r"The clients themselves used [0-9.]+ CPU-seconds \([0-9.]+ of a core\)", text), text
     for endpoint in ("agent search", "owner timeline", "memory write", "chat"):
@@ -57,5 +59,7 @@ def test_bench_load_refuses_nonsense_arguments():
 
     with pytest.raises(CommandError, match="--clients must be positive"):
         call_command("bench_load", clients=0, stdout=StringIO())
+    with pytest.raises(CommandError, match="--warmup cannot be negative"):
+        call_command("bench_load", warmup=-1, stdout=StringIO())
     with pytest.raises(CommandError, match="--think cannot be negative"):
         call_command("bench_load", think=-1, stdout=StringIO())

@@ -39,7 +39,7 @@ from accounts.models import AccessToken, TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import agent_create_builtins
-from config.embedded import free_port, wait_until_serving, web_command, web_workers
+from config.embedded import free_port, wait_until_serving, web_command, web_threads, web_workers
 from memories.management.commands.bench_retrieval import Text, _BulkLoad, _load, _percentile, _seed_owner
 from memories.models import Memory
 from people.models import ConsentStatus, Person
@@ -176,6 +176,13 @@ class Command(BaseCommand):
             "searches' queries are; synthetic: random vectors (fast to seed, but a query's words then "
             "land far from every memory)",
         )
+        parser.add_argument(
+            "--warmup",
+            type=float,
+            default=5.0,
+            help="seconds of the same load, not measured, before measuring: every web process "
+            "(each loads the model and compiles its statements on its first requests) answers warm",
+        )
         parser.add_argument("--seed", type=int, default=11)
         parser.add_argument("--clean", action="store_true", help="delete the bench_load user and exit")
 
@@ -190,6 +197,8 @@ class Command(BaseCommand):
                 raise CommandError(f"--{name} must be positive.")
         if options["think"] < 0:
             raise CommandError("--think cannot be negative.")
+        if options["warmup"] < 0:
+            raise CommandError("--warmup cannot be negative.")
         if options["clients"] > 500:
             raise CommandError("--clients is at most 500.")
         self._run(options)
@@ -289,10 +298,9 @@ class Command(BaseCommand):
             # One request of each kind first: the server loads the embedding model.
             for endpoint in endpoints:
                 clients[0].one(endpoint)
-            self.stdout.write(f"Load average before measuring: {_load()}")
-            deadline = time.monotonic() + options["seconds"]
-
             think = options["think"]
+            measuring = False
+            deadline = 0.0
 
             def drive(client: _Client) -> None:
                 while time.monotonic() < deadline:
@@ -310,19 +318,32 @@ class Command(BaseCommand):
                     except (OSError, http.client.HTTPException):
                         status = 0
                     elapsed = (time.perf_counter() - started) * 1000
+                    if not measuring:
+                        continue
                     with lock:
                         latencies[endpoint].append(elapsed)
                         statuses[endpoint][status] += 1
                         if not 200 <= status < 300:
                             errors[endpoint] += 1
 
+            def run_all(seconds: float) -> None:
+                nonlocal deadline
+                deadline = time.monotonic() + seconds
+                threads = [threading.Thread(target=drive, args=(client,)) for client in clients]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+
+            if options["warmup"]:
+                # Every web process warm (gunicorn hands connections to whichever accepts):
+                # the same load, not counted.
+                run_all(options["warmup"])
+            self.stdout.write(f"Load average before measuring: {_load()}")
+            measuring = True
             started = time.monotonic()
             client_cpu = time.process_time()
-            threads = [threading.Thread(target=drive, args=(client,)) for client in clients]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            run_all(options["seconds"])
             elapsed = time.monotonic() - started
             # The clients (and the stub model) run on the same cores as the server.
             client_cpu = time.process_time() - client_cpu
@@ -345,8 +366,8 @@ class Command(BaseCommand):
             else "back to back"
         )
         self.stdout.write(
-            f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s against gunicorn "
-            f"({web_workers()} workers, 4 threads each) on "
+            f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s, after {options['warmup']:g} s "
+            f"unmeasured, against gunicorn ({web_workers()} workers, {web_threads()} threads each) on "
             f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories "
             f"({'embedded by the model' if options['vectors'] == 'model' else 'synthetic vectors'}).\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"
