@@ -38,6 +38,7 @@ import functools
 import logging
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -519,6 +520,39 @@ def _visible_neighbours(
     return rows if exact else _by_distance(rows)
 
 
+_NO_PARALLEL_WORKERS = "set_config('max_parallel_workers_per_gather', '0', true)"
+
+
+class _SearchSettings:
+    """The search transaction's own setting, sent with its first statement rather than before it.
+
+    An execute wrapper of the search's transaction: before the first statement
+    that runs in it, SET LOCAL the setting; unless that statement is _set_hnsw's,
+    which takes the setting into its own SELECT (take()). A round trip less for
+    every search that sets the HNSW scan first (the agents' kNN and hybrid).
+    """
+
+    def __init__(self) -> None:
+        self.pending = True
+
+    def take(self) -> str | None:
+        if not self.pending:
+            return None
+        self.pending = False
+        return _NO_PARALLEL_WORKERS
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.pending:
+            self.pending = False
+            with context["connection"].cursor() as cursor:
+                cursor.execute(f"SELECT {_NO_PARALLEL_WORKERS}")
+        return execute(sql, params, many, context)
+
+
+# The innermost search transaction's settings on this thread (see _set_hnsw).
+_SEARCH_SETTINGS = threading.local()
+
+
 @contextlib.contextmanager
 def _search_transaction():
     """A search's transaction, planned without parallel workers (SET LOCAL: this transaction only).
@@ -529,12 +563,17 @@ def _search_transaction():
     Merge: 4.3 of the statement's 5.2 ms) and circle search measured p50 15.1 /
     p95 17.4 ms against 10.3 / 14.5 without; agents' search at 90% gated 17.5
     / 21.5 against 14.8 / 18.5. Not the benchmarks' exact references, which
-    scan everything and keep the server's setting.
+    scan everything and keep the server's setting. The setting goes with the
+    first statement of the transaction (_SearchSettings).
     """
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('max_parallel_workers_per_gather', '0', true)")
-        yield
+    settings_ = _SearchSettings()
+    outer = getattr(_SEARCH_SETTINGS, "current", None)
+    with transaction.atomic(), connection.execute_wrapper(settings_):
+        _SEARCH_SETTINGS.current = settings_
+        try:
+            yield
+        finally:
+            _SEARCH_SETTINGS.current = outer
 
 
 class _PreparingCursor(psycopg.Cursor):
@@ -570,11 +609,15 @@ def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> lis
 
 
 def _set_hnsw(*, ef_search: int, max_scan_tuples: int) -> None:
-    # One round trip for the three settings (each costs ~0.2 ms on its own).
+    # One round trip for the three settings (each costs ~0.2 ms on its own), and the
+    # search transaction's own when this is its first statement (_SearchSettings).
+    search_settings = getattr(_SEARCH_SETTINGS, "current", None)
+    first = search_settings.take() if search_settings is not None else None
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)",
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)"
+            + (f", {first}" if first else ""),
             [str(ef_search), str(max_scan_tuples)],
         )
 

@@ -711,3 +711,38 @@ def test_the_gate_asks_about_self_before_looking_for_participants(alice):
     revoked = _participant_subplan_loops(page)
     assert any(loops > 0 for loops in revoked)
     assert len(list(agent_visible_memories(alice))) == 15
+
+
+def _setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s)", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)  # SET LOCAL ends with the real transaction, not a savepoint
+def test_a_search_transaction_plans_every_statement_without_parallel_workers():
+    from django.test.utils import CaptureQueriesContext
+
+    server = _setting("max_parallel_workers_per_gather")
+    assert server != "0"  # the server's own setting, which a search turns off for itself
+    # Any first statement runs with the setting in place.
+    with retrieval._search_transaction():
+        assert _setting("max_parallel_workers_per_gather") == "0"
+    assert _setting("max_parallel_workers_per_gather") == server
+    # When the HNSW settings come first they carry it: no statement of its own.
+    with CaptureQueriesContext(connection) as queries, retrieval._search_transaction():
+        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+        assert _setting("max_parallel_workers_per_gather") == "0"
+        assert _setting("hnsw.ef_search") == "70"
+    statements = [
+        query["sql"] for query in queries.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")
+    ]
+    assert len(statements) == 3, statements  # the settings, then the two reads
+    assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[0]
+    # Nested: the inner transaction (a savepoint) sets it again; the outer keeps it after.
+    with retrieval._search_transaction():
+        with retrieval._search_transaction():
+            assert _setting("max_parallel_workers_per_gather") == "0"
+        assert _setting("max_parallel_workers_per_gather") == "0"
+    assert _setting("max_parallel_workers_per_gather") == server
+    assert getattr(retrieval._SEARCH_SETTINGS, "current", None) is None
