@@ -859,6 +859,9 @@ def _owner_has_more_than(owner_id: int, count: int) -> bool:
 # (monotonic time read, count); emptied when it holds OPEN_COUNTS_KEPT owners.
 _OPEN_COUNTS: dict[int, tuple[float, int]] = {}
 OPEN_COUNTS_KEPT = 10_000
+# Owners counted with more open memories than this (twice the exact path's bound)
+# are not counted again on every search while their count is recent (_open_hint).
+OPEN_HINT_TRUSTED_ABOVE = 2 * EXACT_CANDIDATES_MAX
 
 
 def _open_hint(owner_id: int) -> tuple[int, bool]:
@@ -875,8 +878,23 @@ def _open_hint(owner_id: int) -> tuple[int, bool]:
     sets the index scan's width and bounds, and the gate in every statement
     decides what passes, so an old count can cost recall or time, never show a
     blocked memory or hide one a grant opened (found exactly until indexed).
+    An owner whose count, that recent, was more than OPEN_HINT_TRUSTED_ABOVE is
+    not counted again until it is older: only the probe for unindexed rows runs
+    (~0.2 of ~0.5 ms). Revoking thousands at once then leaves the index path
+    searching for up to HINT_TTL_SECONDS where the exact one would now do: more
+    work, the same answer.
     """
     gate = MemoryGate._meta.db_table
+    now = time.monotonic()
+    cached = _OPEN_COUNTS.get(owner_id)
+    if cached is not None and now - cached[0] <= HINT_TTL_SECONDS and cached[1] > OPEN_HINT_TRUSTED_ABOVE:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {gate} WHERE owner_id = %s AND blocked_count = 0 "
+                "AND NOT indexed AND embedding IS NOT NULL)",
+                [owner_id],
+            )
+            return cached[1], cursor.fetchone()[0]
     with connection.cursor() as cursor:
         # The count as _count_open_memories makes it; EXISTS on the (usually empty) partial index.
         cursor.execute(
@@ -889,8 +907,6 @@ def _open_hint(owner_id: int) -> tuple[int, bool]:
         few, unindexed = cursor.fetchone()
     if few <= EXACT_CANDIDATES_MAX:
         return few, unindexed
-    now = time.monotonic()
-    cached = _OPEN_COUNTS.get(owner_id)
     if cached is None or now - cached[0] > HINT_TTL_SECONDS:
         if len(_OPEN_COUNTS) >= OPEN_COUNTS_KEPT:
             _OPEN_COUNTS.clear()

@@ -435,6 +435,41 @@ def test_the_open_hint_is_fresh_up_to_the_exact_path_and_a_kept_width_hint_above
     assert not {m.pk for m in bobs} & {hit.memory.pk for hit in hits}
 
 
+def test_a_big_recent_open_count_is_not_counted_again_but_the_backlog_is_probed_and_the_gate_decides(
+    alice, monkeypatch
+):
+    from django.test.utils import CaptureQueriesContext
+
+    # Scaled down: past the exact path (1) and past OPEN_HINT_TRUSTED_ABOVE (2) the kept
+    # count stands for HINT_TTL_SECONDS; only the probe for unindexed rows runs.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 1)
+    monkeypatch.setattr(retrieval, "OPEN_HINT_TRUSTED_ABOVE", 2)
+    bob, carol = person(alice, "Bob"), person(alice, "Carol", ConsentStatus.PENDING)
+    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
+    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(2)]
+    assert retrieval._open_hint(alice.pk) == (3, False)
+    with CaptureQueriesContext(connection) as queries:
+        assert retrieval._open_hint(alice.pk) == (3, False)
+    statements = [query["sql"] for query in queries.captured_queries]
+    assert len(statements) == 1 and "count(" not in statements[0] and "NOT indexed" in statements[0]
+
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
+    assert retrieval._open_hint(alice.pk) == (3, True)  # the kept count; the backlog is news
+    person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
+    person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice)
+    assert retrieval._open_hint(alice.pk) == (3, False)  # nothing open now: the kept count says 3
+    # ... and the gate decides: nothing shown, whatever the count says.
+    assert memory_search(alice, "Bob", respect_consent=True, query_embedding=toward(0.0)) == []
+    assert memory_search(alice, "Carol", respect_consent=True, query_embedding=toward(0.5)) == []
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
+    hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.5), limit=10)
+    assert {hit.memory.pk for hit in hits} == {m.pk for m in carols}  # found before the task runs
+    assert not {m.pk for m in bobs} & {hit.memory.pk for hit in hits}
+    # Once the kept count is old, it is counted afresh.
+    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
+    assert retrieval._open_hint(alice.pk) == (2, True)
+
+
 def test_agents_search_skips_the_backlog_probe_when_the_hint_says_there_is_none(alice, index_path):
     from django.test.utils import CaptureQueriesContext
 
