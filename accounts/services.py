@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -9,12 +10,13 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.models import AccessToken, TokenKind
 from agents.models import Agent
 from agents.services import agent_create_builtins
+from config.rows import columns, instance
 from people.services import person_create_self
 
 
@@ -91,13 +93,53 @@ def access_token_revoke(*, token: AccessToken) -> AccessToken:
     return token
 
 
+@functools.cache
+def _token_lookup() -> tuple[str, tuple, tuple, tuple]:
+    """The token lookup's statement and the fields of its three parts (token, owner, agent)."""
+    user_model = get_user_model()
+    token_fields = tuple(AccessToken._meta.concrete_fields)
+    owner_fields = tuple(user_model._meta.concrete_fields)
+    agent_fields = tuple(Agent._meta.concrete_fields)
+    sql = (
+        f"SELECT {columns('token', token_fields)}, {columns('owner', owner_fields)}, "
+        f"{columns('agent', agent_fields)} "
+        f"FROM {AccessToken._meta.db_table} token "
+        f"JOIN {user_model._meta.db_table} owner ON owner.id = token.owner_id "
+        f"LEFT JOIN {Agent._meta.db_table} agent ON agent.id = token.agent_id "
+        "WHERE token.prefix = %s"
+    )
+    return sql, token_fields, owner_fields, agent_fields
+
+
+def _token_with_prefix(prefix: str) -> AccessToken | None:
+    """The token with this prefix (unique), its owner and agent loaded as select_related loads them.
+
+    Plain SQL (config.rows): the ORM's statement cost ~0.7 ms of Python to build,
+    on every API and MCP request, twice what running it took.
+    """
+    sql, token_fields, owner_fields, agent_fields = _token_lookup()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [prefix])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    owner_at, agent_at = len(token_fields), len(token_fields) + len(owner_fields)
+    token = instance(AccessToken, token_fields, row[:owner_at])
+    owner = instance(get_user_model(), owner_fields, row[owner_at:agent_at])
+    agent_pk = row[agent_at + agent_fields.index(Agent._meta.pk)]
+    agent = instance(Agent, agent_fields, row[agent_at:]) if agent_pk is not None else None
+    AccessToken.owner.field.set_cached_value(token, owner)
+    AccessToken.agent.field.set_cached_value(token, agent)
+    return token
+
+
 def access_token_authenticate(*, raw_token: str) -> AccessToken | None:
     """The active token matching `raw_token` (recording its use), or None."""
     raw_token = raw_token.strip()
     match = _TOKEN_PATTERN.match(raw_token)
     if match is None:
         return None
-    token = AccessToken.objects.select_related("owner", "agent").filter(prefix=match["prefix"]).first()
+    token = _token_with_prefix(match["prefix"])
     # Hash and compare even for an unknown prefix, in constant time: how long a wrong
     # token takes to refuse says nothing about whether its prefix exists.
     stored_hash = token.secret_hash if token is not None else _UNKNOWN_PREFIX_HASH

@@ -66,6 +66,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pgvector import Vector
 
+from config.rows import columns, instance
 from memories.models import (
     EMBEDDING_DIMENSIONS,
     EdgeKind,
@@ -1361,30 +1362,6 @@ _PARTICIPANT_FIELDS = tuple(MemoryParticipant._meta.concrete_fields)
 _PERSON_FIELDS = tuple(Person._meta.concrete_fields)
 
 
-def _columns(alias: str, fields: Sequence) -> str:
-    return ", ".join(f'{alias}."{field.column}"' for field in fields)
-
-
-@functools.cache
-def _row_shape(fields: tuple) -> tuple[list[str], tuple]:
-    """(attnames, (position, field, converters) for the fields that have converters), once per field list."""
-    converting = tuple(
-        (position, field, tuple(converters))
-        for position, field in enumerate(fields)
-        if (converters := field.get_db_converters(connection))
-    )
-    return [field.attname for field in fields], converting
-
-
-def _instance(model, fields: tuple, row: Sequence):
-    attnames, converting = _row_shape(fields)
-    values = list(row)
-    for position, field, converters in converting:
-        for converter in converters:
-            values[position] = converter(values[position], field, connection)
-    return model.from_db(connection.alias, attnames, values)
-
-
 def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
     """The memories `ids` that pass `visible`, as _with_people would load them (participants, people).
 
@@ -1402,19 +1379,19 @@ def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
     people: dict[uuid.UUID, Person] = {}
     # Prepared: the same statement every search, whose plan is an index lookup of ten ids.
     for row in _fetch_prepared(
-        f"SELECT {_columns('memory', _LOADED_MEMORY_FIELDS)} FROM {Memory._meta.db_table} memory "
+        f"SELECT {columns('memory', _LOADED_MEMORY_FIELDS)} FROM {Memory._meta.db_table} memory "
         "WHERE memory.id = ANY(%s) AND EXISTS ("
         f"SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = memory.id)",
         [list(ids), *visible_params],
     ):
-        memory = _instance(Memory, _LOADED_MEMORY_FIELDS, row)
+        memory = instance(Memory, _LOADED_MEMORY_FIELDS, row)
         memories[memory.pk] = memory
         participants[memory.pk] = []
     if not memories:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {_columns('participant', _PARTICIPANT_FIELDS)}, {_columns('person', _PERSON_FIELDS)} "
+            f"SELECT {columns('participant', _PARTICIPANT_FIELDS)}, {columns('person', _PERSON_FIELDS)} "
             f"FROM {MemoryParticipant._meta.db_table} participant "
             f"JOIN {Person._meta.db_table} person ON person.id = participant.person_id "
             "WHERE participant.memory_id = ANY(%s) ORDER BY person.display_name, participant.id",
@@ -1422,8 +1399,8 @@ def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
         )
         width = len(_PARTICIPANT_FIELDS)
         for row in cursor.fetchall():
-            participant = _instance(MemoryParticipant, _PARTICIPANT_FIELDS, row[:width])
-            person = people.get(row[width]) or _instance(Person, _PERSON_FIELDS, row[width:])
+            participant = instance(MemoryParticipant, _PARTICIPANT_FIELDS, row[:width])
+            person = people.get(row[width]) or instance(Person, _PERSON_FIELDS, row[width:])
             people[person.pk] = person
             MemoryParticipant.person.field.set_cached_value(participant, person)
             MemoryParticipant.memory.field.set_cached_value(participant, memories[participant.memory_id])
@@ -1431,12 +1408,12 @@ def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
         sources = {memory.source_person_id for memory in memories.values()} - {None} - people.keys()
         if sources:
             cursor.execute(
-                f"SELECT {_columns('person', _PERSON_FIELDS)} FROM {Person._meta.db_table} person "
+                f"SELECT {columns('person', _PERSON_FIELDS)} FROM {Person._meta.db_table} person "
                 "WHERE person.id = ANY(%s)",
                 [list(sources)],
             )
             for row in cursor.fetchall():
-                person = _instance(Person, _PERSON_FIELDS, row)
+                person = instance(Person, _PERSON_FIELDS, row)
                 people[person.pk] = person
     for memory in memories.values():
         Memory.source_person.field.set_cached_value(memory, people.get(memory.source_person_id))

@@ -122,3 +122,32 @@ def test_tokens_are_compared_in_constant_time_even_for_an_unknown_prefix(alice, 
     assert len(compared) == 3
     assert compared[0] == (token.secret_hash, token.secret_hash)
     assert compared[2][1] == hashlib.sha256(unknown_prefix.encode()).hexdigest()
+
+
+def _fields(instance) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+@pytest.mark.parametrize("kind", [TokenKind.OWNER, TokenKind.AGENT])
+def test_the_token_lookup_loads_what_select_related_loads(alice, kind, django_assert_num_queries):
+    # One plain statement (config.rows) instead of the ORM's: the same token, owner and agent.
+    agent = alice.agents.order_by("name").first() if kind == TokenKind.AGENT else None
+    token, raw = access_token_create(owner=alice, kind=kind, agent=agent, name="lookup")
+    alice.last_login = None  # a null column among the owner's: converted as the ORM does
+    alice.save(update_fields=["last_login"])
+    orm = AccessToken.objects.select_related("owner", "agent").get(prefix=token.prefix)
+    with django_assert_num_queries(1):
+        loaded = services._token_with_prefix(token.prefix)
+        owner, loaded_agent = loaded.owner, loaded.agent  # cached, as select_related leaves them
+    assert _fields(loaded) == _fields(orm)
+    assert _fields(owner) == _fields(orm.owner) and owner.pk == alice.pk
+    if agent is None:
+        assert loaded_agent is None
+    else:
+        assert _fields(loaded_agent) == _fields(orm.agent) and loaded_agent.pk == agent.pk
+    assert not loaded._state.adding and loaded._state.db == "default"
+    assert services._token_with_prefix("0" * 8 if token.prefix != "0" * 8 else "1" * 8) is None
+    # The whole check still works on it: the right token, then revoked.
+    assert access_token_authenticate(raw_token=raw) == token
+    services.access_token_revoke(token=token)
+    assert access_token_authenticate(raw_token=raw) is None
