@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 import pytest
 
@@ -14,8 +15,10 @@ from config.gc_freeze import freeze_startup_objects
 @pytest.fixture
 def unfrozen():
     gc.unfreeze()
+    interval = sys.getswitchinterval()  # the web worker's hook sets it for its process
     yield
     gc.unfreeze()
+    sys.setswitchinterval(interval)
 
 
 def test_freezing_moves_what_is_alive_out_of_the_collectors_generations(unfrozen):
