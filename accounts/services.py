@@ -104,8 +104,8 @@ def _token_lookup() -> tuple[str, tuple, tuple, tuple]:
         f"SELECT {columns('token', token_fields)}, {columns('owner', owner_fields)}, "
         f"{columns('agent', agent_fields)} "
         f"FROM {AccessToken._meta.db_table} token "
-        f"JOIN {user_model._meta.db_table} owner ON owner.id = token.owner_id "
-        f"LEFT JOIN {Agent._meta.db_table} agent ON agent.id = token.agent_id "
+        f'JOIN {user_model._meta.db_table} owner ON owner."{user_model._meta.pk.column}" = token.owner_id '
+        f'LEFT JOIN {Agent._meta.db_table} agent ON agent."{Agent._meta.pk.column}" = token.agent_id '
         "WHERE token.prefix = %s"
     )
     return sql, token_fields, owner_fields, agent_fields

@@ -365,7 +365,9 @@ def web_command(host: str, *, access_log: bool = True) -> list[str]:
     is loaded once per process, at start: config/gunicorn.py), static files by WhiteNoise.
     KEEPSAKE_WEB_WORKERS processes (default 2: Python runs one request's Python
     at a time per process, so one process left a 2-core machine's second core to
-    the database alone; each costs ~150 MiB with the model loaded).
+    the database alone; each costs ~200-250 MiB RSS with the model loaded) of
+    KEEPSAKE_WEB_THREADS threads (default 4: a chat holds its thread while the
+    language model answers).
     """
     workers = web_workers()
     command = [

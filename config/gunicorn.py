@@ -15,9 +15,9 @@ import sys
 
 # Python's own interval is 5 ms: a thread whose database round trip has returned
 # waits up to that long while another request's thread runs Python, and a search
-# makes a dozen round trips. 1 ms measured shorter tails under load (bench_load,
+# makes about ten round trips. 1 ms measured shorter tails under load (bench_load,
 # 50 clients, five alternating pairs of runs: search p95 40-48 ms against 40-58,
-# p99 52-69 against 60-78; README, "Load").
+# p99 52-69 against 60-122; README, "Load").
 DEFAULT_SWITCH_INTERVAL_MS = 1.0
 
 
@@ -35,6 +35,12 @@ def gil_switch_interval() -> float:
     if not 0.1 <= milliseconds <= 100:
         raise SystemExit(f"KEEPSAKE_WEB_SWITCH_INTERVAL_MS must be between 0.1 and 100, not {raw}.")
     return milliseconds / 1000
+
+
+def on_starting(server) -> None:
+    # In the master, before any worker starts: a wrong value stops the server with its
+    # message (raised in a worker, gunicorn would only start the worker again and again).
+    gil_switch_interval()
 
 
 def post_worker_init(worker) -> None:

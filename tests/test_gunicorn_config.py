@@ -34,3 +34,11 @@ def test_the_start_hook_sets_the_interval_in_the_worker(monkeypatch, switch_inte
     sys.setswitchinterval(0.005)
     gunicorn_config.post_worker_init(None)
     assert sys.getswitchinterval() == pytest.approx(0.002)
+
+
+def test_a_wrong_interval_stops_the_server_before_any_worker_starts(monkeypatch):
+    monkeypatch.setenv("KEEPSAKE_WEB_SWITCH_INTERVAL_MS", "soon")
+    with pytest.raises(SystemExit, match="KEEPSAKE_WEB_SWITCH_INTERVAL_MS"):
+        gunicorn_config.on_starting(None)
+    monkeypatch.setenv("KEEPSAKE_WEB_SWITCH_INTERVAL_MS", "1")
+    gunicorn_config.on_starting(None)  # a right one: nothing to say
