@@ -336,26 +336,24 @@ DEFAULT_WEB_WORKERS = 2
 DEFAULT_WEB_THREADS = 4
 
 
-def web_workers() -> int:
-    raw = os.environ.get("KEEPSAKE_WEB_WORKERS", str(DEFAULT_WEB_WORKERS))
+def _server_count(variable: str, default: int, unit: str) -> int:
+    """A whole number from 1 to 64 read from `variable` (`default` when unset); a clear exit otherwise."""
+    raw = os.environ.get(variable, str(default))
     try:
-        workers = int(raw)
+        value = int(raw)
     except ValueError:
-        raise SystemExit(f"KEEPSAKE_WEB_WORKERS must be a whole number of processes, not {raw!r}.") from None
-    if not 1 <= workers <= 64:
-        raise SystemExit(f"KEEPSAKE_WEB_WORKERS must be between 1 and 64, not {workers}.")
-    return workers
+        raise SystemExit(f"{variable} must be a whole number of {unit}, not {raw!r}.") from None
+    if not 1 <= value <= 64:
+        raise SystemExit(f"{variable} must be between 1 and 64, not {value}.")
+    return value
+
+
+def web_workers() -> int:
+    return _server_count("KEEPSAKE_WEB_WORKERS", DEFAULT_WEB_WORKERS, "processes")
 
 
 def web_threads() -> int:
-    raw = os.environ.get("KEEPSAKE_WEB_THREADS", str(DEFAULT_WEB_THREADS))
-    try:
-        threads = int(raw)
-    except ValueError:
-        raise SystemExit(f"KEEPSAKE_WEB_THREADS must be a whole number of threads, not {raw!r}.") from None
-    if not 1 <= threads <= 64:
-        raise SystemExit(f"KEEPSAKE_WEB_THREADS must be between 1 and 64, not {threads}.")
-    return threads
+    return _server_count("KEEPSAKE_WEB_THREADS", DEFAULT_WEB_THREADS, "threads")
 
 
 def web_command(host: str, *, access_log: bool = True) -> list[str]:

@@ -63,31 +63,22 @@ def test_postgres_memory_settings_scale_with_the_machine(monkeypatch):
     assert postgres_settings(24 * gib)["shared_buffers"] == "512MB"
 
 
-def test_web_server_runs_as_many_processes_as_keepsake_web_workers_says(monkeypatch):
-    def workers() -> str:
+@pytest.mark.parametrize(
+    ("variable", "flag", "default", "other"),
+    [("KEEPSAKE_WEB_WORKERS", "--workers", "2", "3"), ("KEEPSAKE_WEB_THREADS", "--threads", "4", "2")],
+)
+def test_web_server_runs_as_many_processes_and_threads_as_the_environment_says(
+    monkeypatch, variable, flag, default, other
+):
+    def value() -> str:
         command = embedded.web_command("127.0.0.1:8000")
-        return command[command.index("--workers") + 1]
+        return command[command.index(flag) + 1]
 
-    monkeypatch.delenv("KEEPSAKE_WEB_WORKERS", raising=False)
-    assert workers() == "2"
-    monkeypatch.setenv("KEEPSAKE_WEB_WORKERS", "3")
-    assert workers() == "3"
-    for bad in ("two", "0", "-1", "1000"):
-        monkeypatch.setenv("KEEPSAKE_WEB_WORKERS", bad)
-        with pytest.raises(SystemExit, match="KEEPSAKE_WEB_WORKERS"):
-            embedded.web_command("127.0.0.1:8000")
-
-
-def test_web_server_runs_as_many_threads_per_process_as_keepsake_web_threads_says(monkeypatch):
-    def threads() -> str:
-        command = embedded.web_command("127.0.0.1:8000")
-        return command[command.index("--threads") + 1]
-
-    monkeypatch.delenv("KEEPSAKE_WEB_THREADS", raising=False)
-    assert threads() == "4"
-    monkeypatch.setenv("KEEPSAKE_WEB_THREADS", "2")
-    assert threads() == "2"
-    for bad in ("four", "0", "-2", "65"):
-        monkeypatch.setenv("KEEPSAKE_WEB_THREADS", bad)
-        with pytest.raises(SystemExit, match="KEEPSAKE_WEB_THREADS"):
+    monkeypatch.delenv(variable, raising=False)
+    assert value() == default
+    monkeypatch.setenv(variable, other)
+    assert value() == other
+    for bad in ("two", "0", "-1", "65", "1000"):
+        monkeypatch.setenv(variable, bad)
+        with pytest.raises(SystemExit, match=variable):
             embedded.web_command("127.0.0.1:8000")
