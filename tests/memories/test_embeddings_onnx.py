@@ -164,3 +164,28 @@ def test_install_and_the_image_export_the_model_and_git_ignores_it():
     assert "manage.py export_embedding_model" in (root / "Dockerfile").read_text()
     assert ".models/" in (root / ".gitignore").read_text().splitlines()
     assert embeddings.ONNX_PATH.parent == root / ".models"
+
+
+def test_the_int8_variant_multiplies_int8_weights_in_blocks_batch_independently(tmp_path, torch_encoder):
+    import onnx
+
+    result = embedding_export.embedding_model_export(path=tmp_path / "int8.onnx", variant="int8")
+    graph = onnx.load(str(result.path)).graph
+    quantized = [node for node in graph.node if node.op_type == "MatMulNBits"]
+    weights = {initializer.name for initializer in graph.initializer}
+    asked = ("accuracy_level", "bits", "block_size")
+    settings = {tuple(sorted((a.name, a.i) for a in node.attribute if a.name in asked)) for node in quantized}
+    encoder = embeddings.OnnxEncoder(result.path, threads=1)
+
+    assert result.variant == encoder.variant == "int8"
+    # 6 layers: query, key, value, attention output, feed-forward in and out; no
+    # float MatMul by a stored weight is left (the attention's own products remain).
+    assert len(quantized) == 36
+    assert settings == {(("accuracy_level", 4), ("bits", 8), ("block_size", embedding_export.QUANT_BLOCK))}
+    assert not [node for node in graph.node if node.op_type == "MatMul" and set(node.input) & weights]
+    texts = [*embedding_export.SAMPLE_TEXTS, *MORE_TEXTS]
+    batched = encoder.encode(texts)
+    assert ((batched * torch_encoder.encode(texts)).sum(axis=1) >= embedding_export.MIN_COSINE).all()
+    # Each token's activations are quantised on their own: padding in a batch changes nothing.
+    alone = np.array([encoder.encode([texts[n]])[0] for n in (0, 3, 11, 19)])
+    np.testing.assert_allclose(batched[[0, 3, 11, 19]], alone, atol=1e-5)

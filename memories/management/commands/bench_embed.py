@@ -1,10 +1,13 @@
 """Throughput of the embedding path: claim, encode and store, batched and one by one; query latency.
 
     python manage.py bench_embed --n 2000 [--text words|vocabulary] [--backend onnx|torch]
+        [--onnx PATH] [--threads N] [--quality 1000]
 
-Prints the backend (ONNX Runtime or PyTorch), its threads and the load average
-beside every figure: the machine is shared, and a figure without its load means
-little. Runs in one transaction that is rolled back: nothing is left in the
+Prints the backend (ONNX Runtime or PyTorch, and which export), its threads and
+the load average beside every figure: the machine is shared, and a figure without
+its load means little. Then how far the encoder's vectors are from PyTorch's:
+cosine on bench texts and queries, and how many of each query's ten nearest texts
+stay the same. Runs in one transaction that is rolled back: nothing is left in the
 database, and no worker or sweep can see (or race for) the synthetic memories.
 """
 
@@ -67,6 +70,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--onnx", type=Path, help="another ONNX file to measure (with --backend onnx)")
         parser.add_argument("--threads", type=int, help="default: KEEPSAKE_EMBEDDING_THREADS")
+        parser.add_argument(
+            "--quality",
+            type=int,
+            default=1000,
+            help="bench texts compared with PyTorch's vectors (cosine, neighbours' recall@10); 0: skip",
+        )
         parser.add_argument("--seed", type=int, default=7)
 
     def handle(self, *args, n: int, one_by_one: int, queries: int, edges: int, **options) -> None:
@@ -93,6 +102,8 @@ class Command(BaseCommand):
             pass
         if queries:
             self._queries(text=text, count=queries)
+        if options["quality"] and encoder.backend != "torch":
+            self._quality(encoder, text=text, count=options["quality"], queries=max(queries, 100))
 
     def _run(self, *, text: Text, n: int, one_by_one: int, edges: int) -> None:
         owner = get_user_model().objects.create(username=f"bench-embed-{uuid.uuid4().hex[:8]}")
@@ -155,4 +166,24 @@ class Command(BaseCommand):
         self.stdout.write(
             f"query embedding: {count} queries of {statistics.mean(len(q.split()) for q in questions):.1f} "
             f"words, p50 {_percentile(timings, 50):.1f} ms, p95 {_percentile(timings, 95):.1f} ms; {_load()}"
+        )
+
+    def _quality(self, encoder, *, text: Text, count: int, queries: int) -> None:
+        """The encoder against PyTorch's vectors (what the export is checked against)."""
+        texts = [f"{title}\n\n{body}" for title, body in (text.memory() for _ in range(count))]
+        questions = [text.query() for _ in range(queries)]
+        reference = embeddings.load_encoder("torch", threads=encoder.threads)
+        ours, theirs = encoder.encode(texts), reference.encode(texts)
+        # Queries one at a time, as search embeds them.
+        asked = np.array([encoder.encode([question])[0] for question in questions])
+        expected = np.array([reference.encode([question])[0] for question in questions])
+        on_texts, on_queries = (ours * theirs).sum(axis=1), (asked * expected).sum(axis=1)
+        k = min(10, count)
+        found = np.argsort(-(asked @ ours.T), axis=1)[:, :k]
+        truth = np.argsort(-(expected @ theirs.T), axis=1)[:, :k]
+        recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(found, truth, strict=True)])
+        self.stdout.write(
+            f"quality against PyTorch: cosine mean / min {on_texts.mean():.4f} / {on_texts.min():.4f} on "
+            f"{count} texts, {on_queries.mean():.4f} / {on_queries.min():.4f} on {queries} queries; "
+            f"each query's {k} nearest texts: recall@{k} {recall:.3f}"
         )
