@@ -821,6 +821,35 @@ def _open_candidates_neighbours(
     return rows
 
 
+# Owners found to keep more than EXACT_SEARCH_MAX_MEMORIES memories: owner id ->
+# monotonic time found (_small_owner); emptied when it holds OPEN_COUNTS_KEPT owners.
+_BIG_OWNERS: dict[int, float] = {}
+
+
+def _small_owner(owner_id: int) -> bool:
+    """Whether the owner keeps at most EXACT_SEARCH_MAX_MEMORIES memories: then searches are exact.
+
+    Counted on every call (~0.5 ms at the bound) unless the owner was found bigger
+    within HINT_TTL_SECONDS: that answer is kept, since journals seldom shrink by
+    thousands within a minute. A hint for the strategy, like the others here: an
+    owner who has since deleted down past the bound is searched through the index
+    for up to HINT_TTL_SECONDS (and exactly when that comes back short); every
+    statement still runs on the owner's scope and the gate. "Small" is never kept:
+    an owner who is filling the journal goes on to the index path at once.
+    """
+    now = time.monotonic()
+    found = _BIG_OWNERS.get(owner_id)
+    if found is not None and now - found <= HINT_TTL_SECONDS:
+        return False
+    if _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES):
+        if len(_BIG_OWNERS) >= OPEN_COUNTS_KEPT:
+            _BIG_OWNERS.clear()
+        _BIG_OWNERS[owner_id] = now
+        return False
+    _BIG_OWNERS.pop(owner_id, None)
+    return True
+
+
 def _owner_has_more_than(owner_id: int, count: int) -> bool:
     # Counts the owner's memories on the owner_id index alone (index-only scan, at
     # most count + 1 entries): a cheap size test that ignores the gate on purpose,
@@ -983,6 +1012,7 @@ def forget_hints() -> None:
     _RELATION_ROWS.clear()
     _OPEN_COUNTS.clear()
     _SPARSE_OWNERS.clear()
+    _BIG_OWNERS.clear()
     _CIRCLE_OPEN_COUNTS.clear()
 
 
@@ -1103,7 +1133,7 @@ def _nearest_neighbours(
     # (For agents, more open memories than EXACT_SEARCH_MAX_MEMORIES already means
     # a bigger owner: skip the size query.)
     if small_owner is None and (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES):
-        small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
+        small_owner = _small_owner(owner_id)
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and small_owner:
         return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
@@ -1468,7 +1498,7 @@ def memory_search(
         if open_count is not None and open_count > EXACT_SEARCH_MAX_MEMORIES:
             small_owner = False
         elif not respect_consent or unfiltered:
-            small_owner = not _owner_has_more_than(owner_id, EXACT_SEARCH_MAX_MEMORIES)
+            small_owner = _small_owner(owner_id)
 
         def scope() -> QuerySet[Memory]:
             return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)

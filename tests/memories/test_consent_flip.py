@@ -470,6 +470,32 @@ def test_a_big_recent_open_count_is_not_counted_again_but_the_backlog_is_probed_
     assert retrieval._open_hint(alice.pk) == (2, True)
 
 
+def test_an_owner_found_big_is_not_sized_again_and_one_that_shrank_still_gets_the_answer(alice, monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+
+    # Scaled down: past 2 memories the owner's searches go through the index.
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 2)
+    walks = [embedded(alice, f"Walk {n}", [], angle=0.01 * n) for n in range(4)]
+
+    def sized() -> tuple[int, set]:
+        with CaptureQueriesContext(connection) as queries:
+            hits = memory_search(alice, "walk", query_embedding=toward(0.0), limit=10)
+        size = (
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory WHERE owner_id = {alice.pk} LIMIT 3) mine"
+        )
+        counts = [q for q in queries.captured_queries if q["sql"] == size]
+        return len(counts), {hit.memory.pk for hit in hits}
+
+    assert sized() == (1, {m.pk for m in walks})
+    assert sized() == (0, {m.pk for m in walks})  # found big a moment ago: kept
+    Memory.objects.filter(pk__in=[m.pk for m in walks[1:]]).delete()
+    # Still "big" for HINT_TTL_SECONDS: the index path, whose short answer ends exact.
+    assert sized() == (0, {walks[0].pk})
+    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
+    assert sized() == (1, {walks[0].pk})
+    assert sized() == (1, {walks[0].pk})  # "small" is asked again every time
+
+
 def test_agents_search_skips_the_backlog_probe_when_the_hint_says_there_is_none(alice, index_path):
     from django.test.utils import CaptureQueriesContext
 
