@@ -1396,6 +1396,10 @@ _LOADED_MEMORY_FIELDS = tuple(
 )
 _PARTICIPANT_FIELDS = tuple(MemoryParticipant._meta.concrete_fields)
 _PERSON_FIELDS = tuple(Person._meta.concrete_fields)
+# Where each row of _load holds the memory's id, the participant's and the person's.
+_LOADED_ID = [field.attname for field in _LOADED_MEMORY_FIELDS].index("id")
+_PARTICIPANT_ID = [field.attname for field in _PARTICIPANT_FIELDS].index("id")
+_PERSON_ID = [field.attname for field in _PERSON_FIELDS].index("id")
 
 
 def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Memory]:
@@ -1405,7 +1409,9 @@ def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
     returned through the gate that ranked it. Plain SQL and Model.from_db, with
     the related objects put where select_related and prefetch_related put them
     (tests/memories/test_retrieval.py compares the two): building the ORM's two
-    statements cost more than the search they finish (~2 ms of ~4).
+    statements cost more than the search they finish (~2 ms of ~4). One statement
+    for the memories and their participants (a row per participant, the memory's
+    columns repeated): the participants of a memory the gate refuses are never read.
     """
     if not ids:
         return {}
@@ -1413,34 +1419,36 @@ def _load(visible: tuple[str, list], ids: Sequence[uuid.UUID]) -> dict[uuid.UUID
     memories: dict[uuid.UUID, Memory] = {}
     participants: dict[uuid.UUID, list[MemoryParticipant]] = {}
     people: dict[uuid.UUID, Person] = {}
+    memory_width, participant_width = len(_LOADED_MEMORY_FIELDS), len(_PARTICIPANT_FIELDS)
     # Prepared: the same statement every search, whose plan is an index lookup of ten ids.
-    for row in _fetch_prepared(
-        f"SELECT {columns('memory', _LOADED_MEMORY_FIELDS)} FROM {Memory._meta.db_table} memory "
+    rows = _fetch_prepared(
+        f"SELECT {columns('memory', _LOADED_MEMORY_FIELDS)}, {columns('participant', _PARTICIPANT_FIELDS)}, "
+        f"{columns('person', _PERSON_FIELDS)} FROM {Memory._meta.db_table} memory "
+        f"LEFT JOIN ({MemoryParticipant._meta.db_table} participant "
+        f"  JOIN {Person._meta.db_table} person ON person.id = participant.person_id) "
+        "ON participant.memory_id = memory.id "
         "WHERE memory.id = ANY(%s) AND EXISTS ("
-        f"SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = memory.id)",
+        f"SELECT 1 FROM ({visible_sql}) AS visible (id, embedding) WHERE visible.id = memory.id) "
+        "ORDER BY person.display_name, participant.id",
         [list(ids), *visible_params],
-    ):
-        memory = instance(Memory, _LOADED_MEMORY_FIELDS, row)
-        memories[memory.pk] = memory
-        participants[memory.pk] = []
-    if not memories:
-        return {}
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns('participant', _PARTICIPANT_FIELDS)}, {columns('person', _PERSON_FIELDS)} "
-            f"FROM {MemoryParticipant._meta.db_table} participant "
-            f"JOIN {Person._meta.db_table} person ON person.id = participant.person_id "
-            "WHERE participant.memory_id = ANY(%s) ORDER BY person.display_name, participant.id",
-            [list(memories)],
-        )
-        width = len(_PARTICIPANT_FIELDS)
-        for row in cursor.fetchall():
-            participant = instance(MemoryParticipant, _PARTICIPANT_FIELDS, row[:width])
-            person = people.get(row[width]) or instance(Person, _PERSON_FIELDS, row[width:])
+        for row in rows:
+            memory = memories.get(row[_LOADED_ID])
+            if memory is None:
+                memory = instance(Memory, _LOADED_MEMORY_FIELDS, row[:memory_width])
+                memories[memory.pk] = memory
+                participants[memory.pk] = []
+            participant_row = row[memory_width : memory_width + participant_width]
+            if participant_row[_PARTICIPANT_ID] is None:  # nobody in it
+                continue
+            participant = instance(MemoryParticipant, _PARTICIPANT_FIELDS, participant_row)
+            person_row = row[memory_width + participant_width :]
+            person = people.get(person_row[_PERSON_ID]) or instance(Person, _PERSON_FIELDS, person_row)
             people[person.pk] = person
             MemoryParticipant.person.field.set_cached_value(participant, person)
-            MemoryParticipant.memory.field.set_cached_value(participant, memories[participant.memory_id])
-            participants[participant.memory_id].append(participant)
+            MemoryParticipant.memory.field.set_cached_value(participant, memory)
+            participants[memory.pk].append(participant)
         sources = {memory.source_person_id for memory in memories.values()} - {None} - people.keys()
         if sources:
             cursor.execute(

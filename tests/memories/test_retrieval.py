@@ -499,7 +499,8 @@ def test_load_gives_what_the_orm_gives_with_people_and_no_further_queries(
     ids = [both.pk, told.pk, alone.pk, theirs.pk]
 
     visible = retrieval._compiled_scope(alice, respect_consent=False)
-    with django_assert_num_queries(3):
+    # The memories with their participants and people, then the one source nobody is in.
+    with django_assert_num_queries(2):
         loaded = retrieval._load(visible, ids)
     expected = {m.pk: m for m in retrieval._with_people(Memory.objects.filter(pk__in=ids, owner=alice))}
 
