@@ -1014,12 +1014,14 @@ def forget_hints() -> None:
     after it flips a gated fraction; each test): a server reads them again after
     HINT_TTL_SECONDS anyway.
     """
-    _OWNER_SHARES.clear()
-    _RELATION_ROWS.clear()
-    _OPEN_COUNTS.clear()
-    _SPARSE_OWNERS.clear()
-    _BIG_OWNERS.clear()
-    _CIRCLE_OPEN_COUNTS.clear()
+    for hints in hint_caches():
+        hints.clear()
+
+
+def hint_caches() -> tuple[list | dict, ...]:
+    """The per-process hints, each a list or dict: what forget_hints empties, and what a
+    benchmark that searches two databases in turn keeps apart (bench_isolation)."""
+    return (_OWNER_SHARES, _RELATION_ROWS, _OPEN_COUNTS, _SPARSE_OWNERS, _BIG_OWNERS, _CIRCLE_OPEN_COUNTS)
 
 
 def _relation_rows(name: str) -> int:

@@ -1,0 +1,259 @@
+"""One owner among many against the same owner alone, query by query in one run (issue 14 item 4).
+
+    python manage.py bench_isolation --alone keepsake_alone [--owner small1k] [--memories 1000]
+        [--gated 0.1,0.5,0.9,0.99] [--queries 200] [--text words] [--seed 42]
+
+The database the settings name holds the owner among others (seeded by
+`bench_retrieval --owner NAME --other-owners ...`); `--alone` names a database on
+the same server where `bench_retrieval --owner NAME` seeded the same owner alone.
+Each line runs every query on one database and then the other (which goes first
+alternates), so both see the same moment of a shared, noisy machine and the ratio
+compares like with like; two separate runs of a few minutes each differed by up
+to 1.8x on their own. Each database keeps its own connection and its own search
+hints (retrieval.hint_caches). Recall is against each database's exact answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections, transaction
+
+from config.gc_freeze import freeze_startup_objects
+from memories.management.commands.bench_retrieval import (
+    BENCH_USERNAME,
+    BUCKETS,
+    SeededOwner,
+    Text,
+    _load,
+    _percentile,
+    _queries,
+    _set_gated_fraction,
+    exact_fused,
+)
+from memories.models import Memory
+from people.models import Person
+
+# Queries run on each database before a line is measured (plans, caches).
+WARM_UP = 10
+
+
+class _Database:
+    """A database the searches run on in turn: its connection and its own search hints."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        settings_dict = {**connections["default"].settings_dict, "NAME": name}
+        self.connection = connections["default"].__class__(settings_dict, alias="default")
+        self.hints: tuple = tuple(copy.copy(hints) for hints in _hint_caches())
+
+    @contextlib.contextmanager
+    def active(self):
+        """Searches (every `connection` of the default alias) run here, with this database's hints."""
+        outer = connections["default"]
+        live = _hint_caches()
+        theirs = tuple(copy.copy(hints) for hints in live)
+        connections["default"] = self.connection
+        _put(live, self.hints)
+        try:
+            yield
+        finally:
+            self.hints = tuple(copy.copy(hints) for hints in live)
+            _put(live, theirs)
+            connections["default"] = outer
+
+
+def _hint_caches() -> tuple:
+    from memories import retrieval
+
+    return retrieval.hint_caches()
+
+
+def _put(live: tuple, saved: tuple) -> None:
+    for hints, kept in zip(live, saved, strict=True):
+        if isinstance(hints, list):
+            hints[:] = kept
+        else:
+            hints.clear()
+            hints.update(kept)
+
+
+@dataclass
+class _Side:
+    latencies_ms: list[float] = field(default_factory=list)
+    results: list[list] = field(default_factory=list)
+    truth: list[list] = field(default_factory=list)
+
+    def recall(self) -> float:
+        found = sum(len(set(got) & set(want)) for got, want in zip(self.results, self.truth, strict=True))
+        expected = sum(len(want) for want in self.truth)
+        return found / expected if expected else 1.0
+
+
+class Command(BaseCommand):
+    help = "An owner among many against the same owner alone in another database, query by query."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--alone", required=True, help="the database holding the owner alone")
+        parser.add_argument("--owner", default="small1k", help="the owner is bench_retrieval_<OWNER>")
+        parser.add_argument("--memories", type=int, default=1000, help="the owner's memories in both")
+        parser.add_argument("--gated", default="0.1,0.5,0.9,0.99")
+        parser.add_argument("--queries", type=int, default=200)
+        parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--text", choices=["words", "vocabulary"], default="words")
+        parser.add_argument("--seed", type=int, default=42)
+
+    def handle(self, *args, **options) -> None:
+        try:
+            fractions = [float(part) for part in options["gated"].split(",") if part.strip()]
+        except ValueError:
+            raise CommandError("--gated takes fractions like 0.1,0.5,0.9") from None
+        if not fractions or not all(0 <= fraction < 1 for fraction in fractions):
+            raise CommandError("--gated takes fractions at least 0 and below 1, like 0.1,0.5,0.9")
+        if options["queries"] <= 0 or options["limit"] <= 0:
+            raise CommandError("--queries and --limit must be positive.")
+        among_name = connections["default"].settings_dict["NAME"]
+        alone = _Database(options["alone"])
+        username = f"{BENCH_USERNAME}_{options['owner']}"
+        try:
+            with alone.active():
+                seeded_alone = self._owner(username, options["memories"], options["alone"])
+            seeded_among = self._owner(username, options["memories"], among_name)
+            self._run(options, fractions, alone=alone, seeded_alone=seeded_alone, seeded_among=seeded_among)
+        finally:
+            alone.connection.close()
+
+    def _owner(self, username: str, memories: int, database: str) -> SeededOwner:
+        user = get_user_model().objects.filter(username=username).first()
+        people = (
+            list(
+                Person.objects.filter(owner=user, display_name__startswith="Bench bucket ").order_by(
+                    "display_name"
+                )
+            )
+            if user
+            else []
+        )
+        count = Memory.objects.filter(owner=user, embedding__isnull=False).count() if user else 0
+        if len(people) != BUCKETS or count != memories:
+            raise CommandError(
+                f"{database} has no {username} with {memories} memories: seed it with `bench_retrieval "
+                f"--owner {username.removeprefix(BENCH_USERNAME + '_')} --memories {memories}` "
+                f"(KEEPSAKE_DATABASE_NAME={database})."
+            )
+        return SeededOwner(user.pk, [person.pk for person in people], count)
+
+    def _run(self, options, fractions, *, alone: _Database, seeded_alone, seeded_among) -> None:
+        from memories import retrieval
+
+        limit = options["limit"]
+        rng = np.random.default_rng(options["seed"])
+        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
+        # The same query vectors and words on both sides: drawn near the owner's own memories here.
+        queries = _queries(
+            rng=rng, owner_id=seeded_among.user_id, count=options["queries"], distribution="clustered"
+        )
+        words = [text.query() for _ in range(len(queries))]
+        owners = {"alone": seeded_alone.user_id, "among": seeded_among.user_id}
+        table_rows = Memory.objects.count()
+        with alone.active():
+            alone_rows = Memory.objects.count()
+        self.stdout.write(
+            f"{username_line(seeded_among, options)}: {alone_rows} memories in {options['alone']}, "
+            f"{table_rows} in {connections['default'].settings_dict['NAME']}.\n"
+            f"{len(queries)} queries, k={limit}, each on both databases in turn. "
+            f"Load average before: {_load()}\n"
+        )
+        self.stdout.write(
+            f"{'gated':>6} {'query':<14} {'alone p50':>9} {'p95':>6} {'among p50':>9} {'p95':>6} "
+            f"{'ratio p50':>9} {'p95':>5} {'recall alone/among':>19}"
+        )
+
+        def knn(side: str, query, gated: bool) -> list:
+            owner_id = owners[side]
+            with retrieval._search_transaction():
+                return [
+                    memory_id
+                    for memory_id, _ in retrieval._nearest_neighbours(
+                        retrieval.memory_scope(owner_id, respect_consent=gated),
+                        query,
+                        owner_id=owner_id,
+                        limit=limit,
+                        gated=gated,
+                        visible=retrieval._compiled_scope(owner_id, respect_consent=gated),
+                    )
+                ]
+
+        def hybrid(side: str, query, gated: bool, position: int) -> list:
+            hits = retrieval.memory_search(
+                owners[side],
+                words[position],
+                respect_consent=gated,
+                limit=limit,
+                query_embedding=query,
+                relevance=retrieval.NO_CUTOFF,
+            )
+            return [hit.memory.pk for hit in hits]
+
+        def exact_knn(side: str, query, gated: bool, position: int) -> list:
+            scope = retrieval.memory_scope(owners[side], respect_consent=gated)
+            with transaction.atomic():
+                return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+
+        def exact_hybrid(side: str, query, gated: bool, position: int) -> list:
+            scope = retrieval.memory_scope(owners[side], respect_consent=gated)
+            return exact_fused(scope, words[position], query, limit)
+
+        def line(label: str, fraction: str, gated: bool, run, exact) -> None:
+            sides = {"alone": _Side(), "among": _Side()}
+            databases = {"alone": alone.active, "among": contextlib.nullcontext}
+            for side, side_state in sides.items():
+                with databases[side]():
+                    for position, query in enumerate(queries):
+                        side_state.truth.append(exact(side, query, gated, position))
+                    for position, query in enumerate(queries[:WARM_UP]):
+                        run(side, query, gated, position)
+            freeze_startup_objects()
+            for position, query in enumerate(queries):
+                order = ("alone", "among") if position % 2 == 0 else ("among", "alone")
+                for side in order:
+                    with databases[side]():
+                        started = time.perf_counter()
+                        sides[side].results.append(run(side, query, gated, position))
+                        sides[side].latencies_ms.append((time.perf_counter() - started) * 1000)
+            first, then = sides["alone"], sides["among"]
+            p50 = (_percentile(first.latencies_ms, 50), _percentile(then.latencies_ms, 50))
+            p95 = (_percentile(first.latencies_ms, 95), _percentile(then.latencies_ms, 95))
+            self.stdout.write(
+                f"{fraction:>6} {label:<14} {p50[0]:9.2f} {p95[0]:6.2f} {p50[1]:9.2f} {p95[1]:6.2f} "
+                f"{p50[1] / p50[0]:9.2f} {p95[1] / p95[0]:5.2f} {first.recall():9.3f} / {then.recall():.3f}"
+            )
+
+        def knn_run(side, query, gated, position):
+            return knn(side, query, gated)
+
+        for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
+            with alone.active() if side == "alone" else contextlib.nullcontext():
+                _set_gated_fraction(seeded, 0.0)
+        line("owner knn", "-", False, knn_run, exact_knn)
+        line("owner hybrid", "-", False, hybrid, exact_hybrid)
+        for fraction in fractions:
+            for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
+                with alone.active() if side == "alone" else contextlib.nullcontext():
+                    _set_gated_fraction(seeded, fraction)
+            line("agent knn", f"{fraction:.2f}", True, knn_run, exact_knn)
+            line("agent hybrid", f"{fraction:.2f}", True, hybrid, exact_hybrid)
+        for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
+            with alone.active() if side == "alone" else contextlib.nullcontext():
+                _set_gated_fraction(seeded, 0.0)
+        self.stdout.write(f"\nLoad average after: {_load()}")
+
+
+def username_line(seeded: SeededOwner, options: dict) -> str:
+    return f"{BENCH_USERNAME}_{options['owner']} ({seeded.memory_count} memories, text: {options['text']})"
