@@ -85,3 +85,8 @@ def test_bench_isolation_says_how_to_seed_an_owner_it_cannot_find():
         call_command(
             "bench_isolation", alone=connection.settings_dict["NAME"], owner="ghost", stdout=StringIO()
         )
+
+
+def test_bench_isolation_says_so_when_the_alone_database_is_not_there():
+    with pytest.raises(CommandError, match="Cannot use the database 'no_such_keepsake'"):
+        call_command("bench_isolation", alone="no_such_keepsake", stdout=StringIO())

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
 from config.gc_freeze import freeze_startup_objects
 from memories.management.commands.bench_retrieval import (
@@ -122,8 +122,11 @@ class Command(BaseCommand):
         alone = _Database(options["alone"])
         username = f"{BENCH_USERNAME}_{options['owner']}"
         try:
-            with alone.active():
-                seeded_alone = self._owner(username, options["memories"], options["alone"])
+            try:
+                with alone.active():
+                    seeded_alone = self._owner(username, options["memories"], options["alone"])
+            except OperationalError as error:
+                raise CommandError(f"Cannot use the database {options['alone']!r}: {error}") from None
             seeded_among = self._owner(username, options["memories"], among_name)
             self._run(options, fractions, alone=alone, seeded_alone=seeded_alone, seeded_among=seeded_among)
         finally:
@@ -165,7 +168,8 @@ class Command(BaseCommand):
         with alone.active():
             alone_rows = Memory.objects.count()
         self.stdout.write(
-            f"{username_line(seeded_among, options)}: {alone_rows} memories in {options['alone']}, "
+            f"{BENCH_USERNAME}_{options['owner']} ({seeded_among.memory_count} memories): "
+            f"{alone_rows} memories in {options['alone']}, "
             f"{table_rows} in {connections['default'].settings_dict['NAME']}.\n"
             f"{len(queries)} queries, k={limit}, each on both databases in turn. "
             f"Load average before: {_load()}\n"
@@ -253,7 +257,3 @@ class Command(BaseCommand):
             with alone.active() if side == "alone" else contextlib.nullcontext():
                 _set_gated_fraction(seeded, 0.0)
         self.stdout.write(f"\nLoad average after: {_load()}")
-
-
-def username_line(seeded: SeededOwner, options: dict) -> str:
-    return f"{BENCH_USERNAME}_{options['owner']} ({seeded.memory_count} memories, text: {options['text']})"
