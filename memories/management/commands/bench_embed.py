@@ -27,7 +27,7 @@ from django.db import transaction
 from memories import embeddings
 from memories.management.commands.bench_retrieval import Text
 from memories.models import Memory
-from memories.services import memory_edges_refresh_many, memory_embed_batch
+from memories.services import _embedding_input, memory_edges_refresh_many, memory_embed_batch
 
 
 class _Rollback(Exception):
@@ -126,7 +126,7 @@ class Command(BaseCommand):
 
         # The same texts again, encode only: what is left of the batched time is
         # the claim and the writes (rows, triggers, index inserts).
-        texts = [f"{title}\n\n{body}" if title else body for title, body in drafts[:n]]
+        texts = [_embedding_input(title=title, body=body) for title, body in drafts[:n]]
         started = time.perf_counter()
         embeddings.embed_texts(texts)
         encode_only = time.perf_counter() - started
@@ -170,7 +170,9 @@ class Command(BaseCommand):
 
     def _quality(self, encoder, *, text: Text, count: int, queries: int) -> None:
         """The encoder against PyTorch's vectors (what the export is checked against)."""
-        texts = [f"{title}\n\n{body}" for title, body in (text.memory() for _ in range(count))]
+        texts = [
+            _embedding_input(title=title, body=body) for title, body in (text.memory() for _ in range(count))
+        ]
         questions = [text.query() for _ in range(queries)]
         reference = embeddings.load_encoder("torch", threads=encoder.threads)
         ours, theirs = encoder.encode(texts), reference.encode(texts)

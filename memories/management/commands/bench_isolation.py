@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import OperationalError, connections, transaction
+from django.db import OperationalError, connections
 
 from config.gc_freeze import freeze_startup_objects
 from memories.management.commands.bench_retrieval import (
@@ -36,6 +36,9 @@ from memories.management.commands.bench_retrieval import (
     _queries,
     _set_gated_fraction,
     exact_fused,
+    exact_ids,
+    hybrid_ids,
+    nearest_ids,
 )
 from memories.models import Memory
 from people.models import Person
@@ -163,7 +166,6 @@ class Command(BaseCommand):
             rng=rng, owner_id=seeded_among.user_id, count=options["queries"], distribution="clustered"
         )
         words = [text.query() for _ in range(len(queries))]
-        owners = {"alone": seeded_alone.user_id, "among": seeded_among.user_id}
         table_rows = Memory.objects.count()
         with alone.active():
             alone_rows = Memory.objects.count()
@@ -179,59 +181,49 @@ class Command(BaseCommand):
             f"{'ratio p50':>9} {'p95':>5} {'recall alone/among':>19}"
         )
 
-        def knn(side: str, query, gated: bool) -> list:
-            owner_id = owners[side]
-            with retrieval._search_transaction():
-                return [
-                    memory_id
-                    for memory_id, _ in retrieval._nearest_neighbours(
-                        retrieval.memory_scope(owner_id, respect_consent=gated),
-                        query,
-                        owner_id=owner_id,
-                        limit=limit,
-                        gated=gated,
-                        visible=retrieval._compiled_scope(owner_id, respect_consent=gated),
-                    )
-                ]
+        # Each runner: (owner id, query vector, gated, position of the query) -> ids.
+        def knn(owner_id: int, query, gated: bool, position: int) -> list:
+            scope = retrieval.memory_scope(owner_id, respect_consent=gated)
+            return nearest_ids(scope, query, owner_id=owner_id, limit=limit, gated=gated)
 
-        def hybrid(side: str, query, gated: bool, position: int) -> list:
-            hits = retrieval.memory_search(
-                owners[side],
-                words[position],
-                respect_consent=gated,
-                limit=limit,
-                query_embedding=query,
-                relevance=retrieval.NO_CUTOFF,
-            )
-            return [hit.memory.pk for hit in hits]
+        def hybrid(owner_id: int, query, gated: bool, position: int) -> list:
+            return hybrid_ids(owner_id, words[position], query, limit=limit, gated=gated)
 
-        def exact_knn(side: str, query, gated: bool, position: int) -> list:
-            scope = retrieval.memory_scope(owners[side], respect_consent=gated)
-            with transaction.atomic():
-                return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+        def exact_knn(owner_id: int, query, gated: bool, position: int) -> list:
+            return exact_ids(retrieval.memory_scope(owner_id, respect_consent=gated), query, limit)
 
-        def exact_hybrid(side: str, query, gated: bool, position: int) -> list:
-            scope = retrieval.memory_scope(owners[side], respect_consent=gated)
+        def exact_hybrid(owner_id: int, query, gated: bool, position: int) -> list:
+            scope = retrieval.memory_scope(owner_id, respect_consent=gated)
             return exact_fused(scope, words[position], query, limit)
 
+        # Side -> (where its statements run, its owner).
+        sides = {
+            "alone": (alone.active, seeded_alone),
+            "among": (contextlib.nullcontext, seeded_among),
+        }
+
+        def set_fraction(fraction: float) -> None:
+            for active, seeded in sides.values():
+                with active():
+                    _set_gated_fraction(seeded, fraction)
+
         def line(label: str, fraction: str, gated: bool, run, exact) -> None:
-            sides = {"alone": _Side(), "among": _Side()}
-            databases = {"alone": alone.active, "among": contextlib.nullcontext}
-            for side, side_state in sides.items():
-                with databases[side]():
+            measured = {side: _Side() for side in sides}
+            for side, (active, seeded) in sides.items():
+                with active():
                     for position, query in enumerate(queries):
-                        side_state.truth.append(exact(side, query, gated, position))
+                        measured[side].truth.append(exact(seeded.user_id, query, gated, position))
                     for position, query in enumerate(queries[:WARM_UP]):
-                        run(side, query, gated, position)
+                        run(seeded.user_id, query, gated, position)
             freeze_startup_objects()
             for position, query in enumerate(queries):
-                order = ("alone", "among") if position % 2 == 0 else ("among", "alone")
-                for side in order:
-                    with databases[side]():
+                for side in ("alone", "among") if position % 2 == 0 else ("among", "alone"):
+                    active, seeded = sides[side]
+                    with active():
                         started = time.perf_counter()
-                        sides[side].results.append(run(side, query, gated, position))
-                        sides[side].latencies_ms.append((time.perf_counter() - started) * 1000)
-            first, then = sides["alone"], sides["among"]
+                        measured[side].results.append(run(seeded.user_id, query, gated, position))
+                        measured[side].latencies_ms.append((time.perf_counter() - started) * 1000)
+            first, then = measured["alone"], measured["among"]
             p50 = (_percentile(first.latencies_ms, 50), _percentile(then.latencies_ms, 50))
             p95 = (_percentile(first.latencies_ms, 95), _percentile(then.latencies_ms, 95))
             self.stdout.write(
@@ -239,21 +231,12 @@ class Command(BaseCommand):
                 f"{p50[1] / p50[0]:9.2f} {p95[1] / p95[0]:5.2f} {first.recall():9.3f} / {then.recall():.3f}"
             )
 
-        def knn_run(side, query, gated, position):
-            return knn(side, query, gated)
-
-        for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
-            with alone.active() if side == "alone" else contextlib.nullcontext():
-                _set_gated_fraction(seeded, 0.0)
-        line("owner knn", "-", False, knn_run, exact_knn)
+        set_fraction(0.0)
+        line("owner knn", "-", False, knn, exact_knn)
         line("owner hybrid", "-", False, hybrid, exact_hybrid)
         for fraction in fractions:
-            for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
-                with alone.active() if side == "alone" else contextlib.nullcontext():
-                    _set_gated_fraction(seeded, fraction)
-            line("agent knn", f"{fraction:.2f}", True, knn_run, exact_knn)
+            set_fraction(fraction)
+            line("agent knn", f"{fraction:.2f}", True, knn, exact_knn)
             line("agent hybrid", f"{fraction:.2f}", True, hybrid, exact_hybrid)
-        for side, seeded in (("alone", seeded_alone), ("among", seeded_among)):
-            with alone.active() if side == "alone" else contextlib.nullcontext():
-                _set_gated_fraction(seeded, 0.0)
+        set_fraction(0.0)
         self.stdout.write(f"\nLoad average after: {_load()}")

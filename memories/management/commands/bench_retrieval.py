@@ -393,6 +393,49 @@ def _copy_memories(
         out.write(f"  {username}: {done}/{memory_count} memories ({rate:.0f}/s)")
 
 
+def nearest_ids(scope, query, *, owner_id: int, limit: int, gated: bool) -> list[uuid.UUID]:
+    """The vector side alone, as a search runs it: in a search's own transaction (no parallel
+    workers), with the gate compiled once as memory_search passes it (bench_isolation too)."""
+    from memories import retrieval
+
+    with retrieval._search_transaction():
+        return [
+            memory_id
+            for memory_id, _ in retrieval._nearest_neighbours(
+                scope,
+                query,
+                owner_id=owner_id,
+                limit=limit,
+                gated=gated,
+                visible=retrieval._compiled_scope(owner_id, respect_consent=gated),
+            )
+        ]
+
+
+def exact_ids(scope, query, limit: int) -> list[uuid.UUID]:
+    """The exact nearest of `scope`: the vector side's truth."""
+    from memories import retrieval
+
+    with transaction.atomic():
+        return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+
+
+def hybrid_ids(owner_id: int, words: str, query, *, limit: int, gated: bool) -> list[uuid.UUID]:
+    """memory_search with the query's vector given and no relevance cut-off: random vectors are
+    all far apart, so this measures the search, not the cut-off."""
+    from memories import retrieval
+
+    hits = retrieval.memory_search(
+        owner_id,
+        words,
+        respect_consent=gated,
+        limit=limit,
+        query_embedding=query,
+        relevance=retrieval.NO_CUTOFF,
+    )
+    return [hit.memory.pk for hit in hits]
+
+
 def exact_fused(scope, words: str, query, limit: int) -> list[uuid.UUID]:
     """The hybrid search's reference over `scope`: exact kNN and every full-text match
     ranked (no candidate bound), fused as the search fuses them (bench_circles too)."""
@@ -677,30 +720,10 @@ class Command(BaseCommand):
         owner_scope = retrieval.memory_scope(seeded.user_id, respect_consent=False)
 
         def search(scope, gated=False):
-            def run(query):
-                # In a search's own transaction, as memory_search runs it (no parallel workers).
-                with retrieval._search_transaction():
-                    return [
-                        memory_id
-                        for memory_id, _ in retrieval._nearest_neighbours(
-                            scope,
-                            query,
-                            owner_id=seeded.user_id,
-                            limit=limit,
-                            gated=gated,
-                            # The gate compiled once, as memory_search passes it.
-                            visible=retrieval._compiled_scope(seeded.user_id, respect_consent=gated),
-                        )
-                    ]
-
-            return run
+            return lambda query: nearest_ids(scope, query, owner_id=seeded.user_id, limit=limit, gated=gated)
 
         def exact(scope):
-            def run(query):
-                with transaction.atomic():
-                    return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
-
-            return run
+            return lambda query: exact_ids(scope, query, limit)
 
         def peer(pattern: str):
             """What people use instead, on the same table, queries and gate (--compare)."""
@@ -742,16 +765,9 @@ class Command(BaseCommand):
             position = iter(range(len(queries)))
 
             def run(query):
-                hits = retrieval.memory_search(
-                    seeded.user_id,
-                    words[next(position)],
-                    respect_consent=respect_consent,
-                    limit=limit,
-                    query_embedding=query,
-                    # Random vectors are all far apart: measure the search, not the cut-off.
-                    relevance=retrieval.NO_CUTOFF,
+                return hybrid_ids(
+                    seeded.user_id, words[next(position)], query, limit=limit, gated=respect_consent
                 )
-                return [hit.memory.pk for hit in hits]
 
             return run
 
