@@ -1270,7 +1270,9 @@ def _text_matches(
     a one-word query by how often the word occurs and by nothing else, so the
     order is: the memories holding the word at least twice (memory_text_repeated_gin),
     ranked; then the ones holding it once, all ranked the same, newest first
-    (memory_text_recent, read until enough are found). A query of several words
+    (memory_text_recent, read until enough are found; for agents memory_text_open_recent,
+    the rows that can pass, so a word few open memories hold is not looked for among
+    every gated row). A query of several words
     is ranked as above. Which branch runs is decided when the statement is planned
     (numnode of the parsed query: a constant once the words are known).
 

@@ -219,3 +219,70 @@ def test_a_wrong_agents_flag_never_shows_a_blocked_memory_and_doctor_repairs_it(
         relevance=retrieval.NO_CUTOFF,
     )
     assert [hit.memory.pk for hit in hits if hit.text_rank is not None] == [open_one.pk]
+
+
+def _text_rows_read(plan: dict) -> int:
+    """Rows of memories_memorytext an EXPLAIN ANALYZE plan read: returned plus removed by a filter."""
+    read = 0
+    if plan.get("Relation Name") == "memories_memorytext":
+        loops = plan.get("Actual Loops", 1)
+        read += round((plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)) * loops)
+    for child in plan.get("Plans", []):
+        read += _text_rows_read(child)
+    return read
+
+
+def test_agents_one_word_search_reads_only_rows_that_can_pass(alice):
+    # A word that blocked memories hold once, newest first, and a few open ones hold
+    # once, older: the agents' one-word statement walks the rows that can pass by date
+    # (memory_text_open_recent, migration 0014), not the owner's every row. Before it,
+    # at 99% gated a word held by a few open memories read all 100,000 of an owner's
+    # rows (62 ms). Index paths forced, as on a table the planner would not sequential-scan.
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from memories import retrieval
+    from memories.models import MemoryParticipant
+    from people.services import person_create
+
+    carol = person_create(owner=alice, display_name="Carol")  # pending: her memories are blocked
+    now = timezone.now()
+    open_ones = [
+        memory_create(owner=alice, body=f"a lantern, open {n}", occurred_at=now - timedelta(days=400 + n))
+        for n in range(3)
+    ]
+    blocked = Memory.objects.bulk_create(
+        Memory(
+            owner=alice, body=f"Carol's walk number {n} to the lantern", occurred_at=now - timedelta(days=n)
+        )
+        for n in range(300)
+    )
+    MemoryParticipant.objects.bulk_create([MemoryParticipant(memory=m, person=carol) for m in blocked])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memorytext")
+
+    def agents_search() -> list:
+        hits = memory_search(
+            alice,
+            "lantern",
+            respect_consent=True,
+            query_embedding=[1.0] + [0.0] * 383,
+            relevance=retrieval.NO_CUTOFF,
+        )
+        return [hit.memory.pk for hit in hits]
+
+    with CaptureQueriesContext(connection) as captured:
+        assert set(agents_search()) == {m.pk for m in open_ones}
+    (statement,) = [q["sql"] for q in captured.captured_queries if "websearch_to_tsquery" in q["sql"]]
+    import json
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement.replace("%", "%%"))
+        (plan,) = cursor.fetchone()
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    assert "memory_text_open_recent" in json.dumps(plan)
+    # Every row read is one that can pass (the three open ones, per branch that reads them).
+    assert 0 < _text_rows_read(plan[0]["Plan"]) <= 3 * len(open_ones)

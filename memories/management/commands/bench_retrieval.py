@@ -55,6 +55,7 @@ PREWARMED = (
     "memories_memorytext",
     "memory_text_search_gin",
     "memory_text_open_gin",
+    "memory_text_open_recent",
 )
 VOCABULARY = (
     "river garden birthday kitchen school hospital train beach mountain concert dinner "
