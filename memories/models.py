@@ -225,6 +225,16 @@ class MemoryGate(models.Model):
                 condition=models.Q(blocked_count=0),
                 name="memory_gate_open_idx",
             ),
+            # The same rows with their half-precision copies: the exact searches over an
+            # owner's open memories rank them by an index-only scan of the owner's entries,
+            # side by side, instead of reading one table page per row (an owner's gate
+            # rows lie spread among everyone's: at 10,000 open, 1,100 pages instead of 8,800).
+            models.Index(
+                fields=["owner"],
+                include=["memory", "embedding"],
+                condition=models.Q(blocked_count=0, embedding__isnull=False),
+                name="memory_gate_open_vectors",
+            ),
             HnswIndex(
                 fields=["embedding"],
                 condition=models.Q(blocked_count=0, indexed=True),

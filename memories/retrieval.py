@@ -120,13 +120,16 @@ ANN_EF_SEARCH_MAX = 1_000
 ANN_MAX_SCAN_TUPLES = 2_000
 # The agents' index (memories nothing blocks, half precision; m=24,
 # ef_construction=128). When few of an owner's memories are open, an agent's ten
-# nearest include memories barely related to the query: near-ties that a narrow
-# search misses, so the search widens. Measured at 100k memories, 90% gated (10k
-# open): ef_search 100 gives recall@10 ~0.97, 150 ~0.99, 200 ~0.997 (wider for the
-# 20 a hybrid search fetches: 0.95 at 200). The graph differs from build to build:
-# on 2026-11-25 another build gave @10 0.982 / 0.987 / 0.993 / 0.998 at 160 / 200 /
-# 300 / 400 (p50 8.3 / 6.1 / 9.5 / 10.6 ms), and the bench 0.988 at 200 twice, so
-# sparse owners get 300. With many open a narrow search is as
+# nearest include memories barely related to the query: near-ties that only a
+# near-exhaustive scan finds (measured at 100k memories, 90% gated, 10k open:
+# recall@10 ~0.97 at ef_search 100, 0.982-0.99 at 150-160, 0.987-0.997 at 200,
+# 0.993-0.998 at 300, the graph differing from build to build; 300 cost 7-9.5 ms
+# p50, reading ~9,000 index pages). Those owners are searched exactly instead
+# (_sparse_in_own_journal, _open_candidates_neighbours): their open rows' copies
+# ranked from memory_gate_open_vectors, an index-only scan of the owner's entries
+# side by side (~1,100 pages for 10k; 2026-11-26, 100 queries: p50 / p95 4.4 / 5.0
+# ms against 13.9 / 15.2 reading the same rows from the table), recall 1.000.
+# With many open a narrow search is as
 # good (2026-11-25, 60 queries against exact gated truth): recall@10 and @20
 # 1.000 at ef_search 60 with 10% and 50% gated (0.998 at 40), and at 80% gated
 # (20k open) @10 1.000 and @20 0.98 whatever the width (40 to 200); each step
@@ -139,13 +142,13 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # so a 10-result search now reads 40; a hybrid's 40 candidates still read 60.
 OPEN_ANN_EF_SEARCH = 40
 OPEN_ANN_EF_PER_FETCHED = 1.5
-OPEN_ANN_SPARSE_EF_SEARCH = 300
 # "Few open": at most this many (counted on the open-gate index, ~1.2 ms; see _open_hint),
 # and more than OPEN_ANN_SPARSE_GATED of the owner's memories per open one (over 80%
-# gated). The width is for holes in the owner's own topics, not for a small owner:
-# 2026-11-26, an owner of 10,000 memories with 9,000 open among 109,000 entries
-# (100 queries against exact gated truth) had recall@20 1.000 at ef_search 60, 100,
-# 150 and 300, costing 4.3 / 5.4 / 7.4 / 14.7 ms p50.
+# gated): searched exactly (~0.4 us per open memory, 6 ms at this bound). Not for a
+# small owner, whose nearest open memories are near ones: 2026-11-26, an owner of
+# 10,000 memories with 9,000 open among 109,000 entries (100 queries against exact
+# gated truth) had recall@20 1.000 at ef_search 60, 100, 150 and 300, costing 4.3 /
+# 5.4 / 7.4 / 14.7 ms p50.
 OPEN_ANN_SPARSE_MAX = 15_000
 OPEN_ANN_SPARSE_GATED = 5
 OPEN_ANN_MAX_SCAN_TUPLES = 6_000
@@ -802,10 +805,12 @@ def _unindexed_open_neighbours(
 def _open_candidates_neighbours(
     visible: tuple[str, list], embedding: Sequence[float], *, owner_id: int, limit: int, open_count: int
 ) -> list[tuple[uuid.UUID, float]]:
-    """Exact search among the (few) memories the count calls open.
+    """Exact search among the memories the count calls open (few, or few beside the gated ones).
 
     Ranks the owner's open gate rows by their half-precision copies (a sort, not
-    the index: +0), takes the nearest few per result asked, and lets `visible`
+    the HNSW index: +0; read by an index-only scan of memory_gate_open_vectors,
+    the owner's entries side by side however the table's rows lie), takes the
+    nearest few per result asked, and lets `visible`
     (the gate and the filters: _compiled_scope or _scope_sql) and the
     full-precision distance decide among them. When the gate or the filters leave
     fewer than `limit` of those and there were more open memories than
@@ -960,11 +965,11 @@ def _sparse_in_own_journal(owner_id: int, open_count: int) -> bool:
     """Whether the owner's open memories are few (OPEN_ANN_SPARSE_MAX) and most of the journal is gated.
 
     Then the nearest open memories to a query often lie past gated ones, far
-    from the query, where a narrow index scan misses near-ties: the scan widens
-    (OPEN_ANN_SPARSE_EF_SEARCH). An owner with few memories, most of them open,
-    is searched as narrowly as a big one. The size test (at most
-    OPEN_ANN_SPARSE_GATED x open_count index entries) is kept HINT_TTL_SECONDS:
-    a hint for the width, never for what passes.
+    from the query, near-ties only a near-exhaustive index scan finds: those
+    owners are searched exactly (_open_candidates_neighbours), which costs less.
+    An owner with few memories, most of them open, is searched through the index
+    as a big one is. The size test (at most OPEN_ANN_SPARSE_GATED x open_count
+    memories) is kept HINT_TTL_SECONDS: a hint for the strategy, never for what passes.
     """
     if open_count > OPEN_ANN_SPARSE_MAX:
         return False
@@ -1133,7 +1138,11 @@ def _nearest_neighbours(
             open_count, unindexed = _open_hint(owner_id)
         if open_count == 0:
             return []
-        if open_count <= EXACT_CANDIDATES_MAX or _thin_in_the_index(open_count, limit * ANN_OVERFETCH):
+        if (
+            open_count <= EXACT_CANDIDATES_MAX
+            or _sparse_in_own_journal(owner_id, open_count)
+            or _thin_in_the_index(open_count, limit * ANN_OVERFETCH)
+        ):
             return _open_candidates_neighbours(
                 scope_sql(), embedding, owner_id=owner_id, limit=limit, open_count=open_count
             )
@@ -1145,25 +1154,19 @@ def _nearest_neighbours(
     if (not gated or open_count <= EXACT_SEARCH_MAX_MEMORIES) and small_owner:
         return _visible_neighbours(scope_sql(), embedding, limit, exact=True)
     if gated:
-        sparse = _sparse_in_own_journal(owner_id, open_count)
         fetch = limit * ANN_OVERFETCH
         rows = _open_index_neighbours(
             scope_sql(),
             embedding,
             owner_id=owner_id,
             fetch=fetch,
-            ef_search=(
-                max(fetch * ANN_EF_PER_FETCHED, OPEN_ANN_SPARSE_EF_SEARCH)
-                if sparse
-                else max(math.ceil(fetch * OPEN_ANN_EF_PER_FETCHED), OPEN_ANN_EF_SEARCH)
-            ),
+            ef_search=max(math.ceil(fetch * OPEN_ANN_EF_PER_FETCHED), OPEN_ANN_EF_SEARCH),
             unindexed=unindexed,
         )[:limit]
         if len(rows) < limit:
-            # The open memories in play: already counted when few, else counted on.
+            # The open memories in play, counted on.
             fallback = EXACT_FALLBACK_MAX_MEMORIES
-            in_play = open_count if sparse else _count_open_memories(owner_id, fallback)
-            if in_play <= fallback:
+            if _count_open_memories(owner_id, fallback) <= fallback:
                 return _exact_neighbours(_among_open_memories(scoped(), owner_id), embedding, limit)
         return rows
     fetch = limit * ANN_OVERFETCH

@@ -378,41 +378,70 @@ def test_agents_index_path_ranks_at_full_precision(alice, monkeypatch):
     assert ids == [created[angle].pk for angle in sorted(created)]
 
 
-def _agents_index_width(owner) -> int:
-    """The hnsw.ef_search an agent's search over the agents' index set (captured from its statements)."""
+def _agents_index_widths(owner) -> list[int]:
+    """The hnsw.ef_search values an agent's search set (captured from its statements): none when it
+    searched exactly."""
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
         hits = memory_search(owner, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=2)
-    assert hits, "the search found nothing: the width was set for no scan"
-    widths = [
+    assert hits, "the search found nothing"
+    return [
         int(query["sql"].split("'hnsw.ef_search', '")[1].split("'")[0])
         for query in queries.captured_queries
         if "'hnsw.ef_search'" in query["sql"]
     ]
-    assert len(widths) == 1
-    return widths[0]
 
 
-def test_the_agents_index_widens_for_a_mostly_gated_journal_not_for_a_small_one(alice, monkeypatch):
-    # The wide scan is for holes in the owner's own topics (most memories gated),
-    # not for an owner who simply has few memories: a small, mostly open journal is
-    # searched as narrowly as a big one (the size test is a kept hint).
+def test_a_mostly_gated_journal_is_searched_exactly_a_small_open_one_through_the_index(alice, monkeypatch):
+    # When most of the journal is gated, the nearest open memories are near-ties far
+    # from the query, which only a near-exhaustive index scan finds: exact search over
+    # the open ones costs less (memory_gate_open_vectors). An owner who simply has few
+    # memories, most of them open, is searched through the index as a big one is
+    # (the size test is a kept hint).
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
     monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     bob = person(alice, "Bob", ConsentStatus.PENDING)
-    for n in range(4):
-        memory(alice, f"an open evening {n}", angle=0.01 * n)
-    memory(alice, "a gated evening", angle=0.05, people=[bob])
-    narrow = _agents_index_width(alice)
-    assert narrow < retrieval.OPEN_ANN_SPARSE_EF_SEARCH
+    open_ones = [memory(alice, f"an open evening {n}", angle=0.01 * n) for n in range(4)]
+    memory(alice, "a gated evening", angle=0.005, people=[bob])
+    narrow = _agents_index_widths(alice)
+    assert len(narrow) == 1  # one scan of the agents' index
 
     for n in range(16):  # now 4 open of 21: over 80% gated
-        memory(alice, f"a gated evening {n}", angle=0.06 + 0.01 * n, people=[bob])
-    assert _agents_index_width(alice) == narrow  # the size test is kept a while
+        memory(alice, f"a gated evening {n}", angle=0.001 * n, people=[bob])
+    assert _agents_index_widths(alice) == narrow  # the size test is kept a while
     retrieval.forget_hints()
-    assert _agents_index_width(alice) >= retrieval.OPEN_ANN_SPARSE_EF_SEARCH
+    assert _agents_index_widths(alice) == []  # exact: no index scan
+    hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=3)
+    assert [hit.memory.pk for hit in hits] == [m.pk for m in open_ones[:3]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone(alice):
+    # The exact paths rank an owner's open rows by an index-only scan of
+    # memory_gate_open_vectors (the owner's entries side by side), not one table page
+    # per row: in a shared table an owner's rows lie spread among everyone's.
+    import json
+
+    for n in range(30):
+        memory(alice, f"an evening {n}", angle=0.01 * n)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM (ANALYZE) memories_memorygate")  # the visibility map, as autovacuum leaves it
+        cursor.execute("SET enable_seqscan = off")
+        try:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT memory_id FROM memories_memorygate "
+                "WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL "
+                "ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT 8",
+                [alice.pk, retrieval._vector_text(toward(0.0))],
+            )
+            (plan,) = cursor.fetchone()
+        finally:
+            cursor.execute("RESET enable_seqscan")
+    plan = json.dumps(json.loads(plan) if isinstance(plan, str) else plan)
+    assert '"Index Only Scan"' in plan and "memory_gate_open_vectors" in plan
+    assert '"Heap Fetches": 0' in plan
 
 
 @pytest.mark.parametrize("path", ["candidates", "exact"])

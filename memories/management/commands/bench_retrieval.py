@@ -52,6 +52,7 @@ PREWARMED = (
     "memories_memorygate",
     "memory_gate_open_idx",
     "memory_gate_open_hnsw",
+    "memory_gate_open_vectors",
     "memories_memorytext",
     "memory_text_search_gin",
     "memory_text_open_gin",
@@ -500,6 +501,9 @@ def _set_gated_fraction(seeded: SeededOwner, fraction: float) -> None:
         _flip_buckets(seeded, pending)
     finally:
         _build_indexes(definitions)
+    # As autovacuum does after so many changed rows: the exact paths read the open rows'
+    # copies by an index-only scan (memory_gate_open_vectors), which needs the visibility map.
+    _vacuum_after_flips()
     _settle()
 
 
