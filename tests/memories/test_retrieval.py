@@ -428,7 +428,9 @@ def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone
         memory(alice, f"an evening {n}", angle=0.01 * n)
     with connection.cursor() as cursor:
         cursor.execute("VACUUM (ANALYZE) memories_memorygate")  # the visibility map, as autovacuum leaves it
+        # Plans as on a big table (here a few pages, which a scan of any kind reads at once).
         cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SET enable_bitmapscan = off")
         try:
             cursor.execute(
                 "EXPLAIN (ANALYZE, FORMAT JSON) SELECT memory_id FROM memories_memorygate "
@@ -439,6 +441,7 @@ def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone
             (plan,) = cursor.fetchone()
         finally:
             cursor.execute("RESET enable_seqscan")
+            cursor.execute("RESET enable_bitmapscan")
     plan = json.dumps(json.loads(plan) if isinstance(plan, str) else plan)
     assert '"Index Only Scan"' in plan and "memory_gate_open_vectors" in plan
     assert '"Heap Fetches": 0' in plan
