@@ -139,9 +139,12 @@ ANN_MAX_SCAN_TUPLES = 2_000
 # p50 / p95 3.8-4.0 / 5.0-6.5 ms against 4.5-5.0 / 6.0-7.0 at 60; at 10% 0.9945
 # (60: 1.000) at 3.9-4.9 / 5.2-6.6 against 4.8-5.5 / 6.3-8.1. The goal is recall
 # >= 0.99 at the fastest peer's p95 (that run: 3.7-5.4 / 5.2-6.6, recall 0.90),
-# so a 10-result search now reads 40; a hybrid's 40 candidates still read 60.
+# so a 10-result search now reads 40. 2026-11-26 (seventh session, 200 queries
+# against the exact fused reference, alternating twice): a hybrid's 40 candidates
+# read at 40 instead of 60 kept fused recall@10 1.000 at 10% and 50% gated, p50 /
+# p95 -1.4 / -1.6 ms at 10% and -0.7 / -0.1 at 50%: one entry read per row fetched.
 OPEN_ANN_EF_SEARCH = 40
-OPEN_ANN_EF_PER_FETCHED = 1.5
+OPEN_ANN_EF_PER_FETCHED = 1.0
 # "Few open": at most this many (counted on the open-gate index, ~1.2 ms; see _open_hint),
 # and more than OPEN_ANN_SPARSE_GATED of the owner's memories per open one (over 80%
 # gated): searched exactly (~0.4 us per open memory, 6 ms at this bound). Not for a
