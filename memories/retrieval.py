@@ -1110,9 +1110,10 @@ def _nearest_neighbours(
 
     - Nothing open per the count: no memory can pass, answer [] at once (the
       zero-match case does not walk an index to prove it).
-    - At most EXACT_CANDIDATES_MAX open, or too thin a share of the agents'
-      index for its bounded scan (_thin_in_the_index): exact search among just
-      those (_open_candidates_neighbours). Independent of other owners' data.
+    - At most EXACT_CANDIDATES_MAX open, few open beside many gated
+      (_sparse_in_own_journal), or too thin a share of the agents' index for its
+      bounded scan (_thin_in_the_index): exact search among just those
+      (_open_candidates_neighbours). Independent of other owners' data.
     - Small owner (<= EXACT_SEARCH_MAX_MEMORIES): exact search with the gate and
       filters in the WHERE clause. Exactly right, ~1 µs per memory, and independent
       of other owners' data.
