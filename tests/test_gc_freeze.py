@@ -27,7 +27,10 @@ def test_freezing_moves_what_is_alive_out_of_the_collectors_generations(unfrozen
 
     frozen = freeze_startup_objects()
 
-    assert frozen == gc.get_freeze_count() >= len(kept)
+    # Not compared with each other: a thread an earlier test left running may freeze a few
+    # more in between, or free frozen ones (seen once in CI: 935,660 returned, 935,662 counted).
+    assert frozen >= len(kept)
+    assert gc.get_freeze_count() >= len(kept)
     assert sum(gc.get_count()) < len(kept)  # nothing left for the next collections to walk
 
 
