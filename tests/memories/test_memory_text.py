@@ -238,6 +238,8 @@ def test_agents_one_word_search_reads_only_rows_that_can_pass(alice):
     # (memory_text_open_recent, migration 0014), not the owner's every row. Before it,
     # at 99% gated a word held by a few open memories read all 100,000 of an owner's
     # rows (62 ms). Index paths forced, as on a table the planner would not sequential-scan.
+    import json
+
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -275,7 +277,6 @@ def test_agents_one_word_search_reads_only_rows_that_can_pass(alice):
     with CaptureQueriesContext(connection) as captured:
         assert set(agents_search()) == {m.pk for m in open_ones}
     (statement,) = [q["sql"] for q in captured.captured_queries if "websearch_to_tsquery" in q["sql"]]
-    import json
 
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
