@@ -513,3 +513,34 @@ def test_agents_search_skips_the_backlog_probe_when_the_hint_says_there_is_none(
         hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.0), limit=3)
     assert [hit.memory.pk for hit in hits] == [m.pk for m in bobs]
     assert len([q for q in queries.captured_queries if "NOT indexed" in q["sql"]]) == 2
+
+
+def _plan_nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+def test_indexing_a_big_grant_reads_the_claimed_rows_once_whatever_the_statistics_say(alice):
+    # Statistics taken while everything was blocked (ANALYZE, as autovacuum may run
+    # just after a mass revoke) say no row is open; then a grant opens them all and one
+    # batch claims them all (bench_retrieval's batch). As a join the planner expected
+    # one row and read the claimed list again for every open row (a nested loop:
+    # 10^10 comparisons at 100,000 rows); the claimed ids must be read once.
+    bob = person(alice, "Bob", ConsentStatus.PENDING)
+    for index in range(150):
+        embedded(alice, f"with Bob {index}", [bob], angle=index / 150)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memorygate")
+    Person.objects.filter(pk=bob.pk).update(consent_status=ConsentStatus.GRANTED)
+    assert MemoryGate.objects.filter(owner=alice, blocked_count=0, indexed=False).count() == 150
+
+    sql, params = gate_index._claim_and_index(alice.pk, 10**9)
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    claimed_reads = [node for node in _plan_nodes(plan) if node["Node Type"] == "CTE Scan"]
+    assert claimed_reads and all(node["Actual Loops"] == 1 for node in claimed_reads), plan
+    assert not MemoryGate.objects.filter(owner=alice, blocked_count=0, indexed=False).exists()
+    assert_indexed_consistent()
