@@ -589,11 +589,17 @@ def _search_transaction():
             _SEARCH_SETTINGS.current = outer
 
 
-class _PreparingCursor(psycopg.Cursor):
-    """A psycopg cursor (server-side binding) that runs every statement prepared."""
+class _SearchCursor(psycopg.Cursor):
+    """A psycopg cursor (server-side binding) whose statements come back in binary, prepared or not."""
+
+    prepare_statements = True
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True, binary=binary)
+        return super().execute(query, params, prepare=self.prepare_statements, binary=True)
+
+
+class _UnpreparedSearchCursor(_SearchCursor):
+    prepare_statements = False
 
 
 def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> list[tuple]:
@@ -602,37 +608,49 @@ def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> lis
     PostgreSQL then plans it once per connection (a generic plan after its first
     few executions) instead of on every search: for statements whose plan does
     not depend on the values (loading ten ids through the gate), planning the
-    circle's gate cost ~1.1 ms of a ~1.5 ms statement. The cursor is psycopg's
-    (prepared statements need server-side binding; Django's own bind on the
-    client) on the same connection and transaction as the ORM, wrapped as Django
-    wraps its own, so execute wrappers see it. Where prepared statements are off
-    (settings: DATABASE_PREPARED_STATEMENTS), or queries are being logged (DEBUG,
-    a test capturing them: Django's log reads the SQL back from a client-side
-    cursor, and would hold None for this one), an ordinary cursor runs it; as it
-    does for `prepared=False` (statements whose best plan depends on the values).
+    circle's gate cost ~1.1 ms of a ~1.5 ms statement. `prepared=False`:
+    statements whose best plan depends on the values, planned each time.
+
+    The rows come back in binary: parsing them in text (a timestamp from its ISO
+    form, a uuid from its hex) cost ~0.7 ms of a ten-result search's ~3 ms load.
+    The cursor is psycopg's (server-side binding) on the same connection and
+    transaction as the ORM, wrapped as Django wraps its own, so execute wrappers
+    see it. Where prepared statements are off (settings:
+    DATABASE_PREPARED_STATEMENTS: behind a pooler that cannot keep them), or
+    queries are being logged (DEBUG, a test capturing them: Django's log reads
+    the SQL back from a client-side cursor, and would hold None for this one), an
+    ordinary cursor runs it, unprepared, in text.
     """
     connection.ensure_connection()
-    if not prepared or connection.connection.prepare_threshold is None or connection.queries_logged:
+    if connection.connection.prepare_threshold is None or connection.queries_logged:
         cursor = connection.cursor()
     else:
-        cursor = connection._prepare_cursor(_PreparingCursor(connection.connection))
+        kind = _SearchCursor if prepared else _UnpreparedSearchCursor
+        cursor = connection._prepare_cursor(kind(connection.connection))
     with cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def _set_hnsw(*, ef_search: int, max_scan_tuples: int) -> None:
-    # One round trip for the three settings (each costs ~0.2 ms on its own), and the
-    # search transaction's own when this is its first statement (_SearchSettings).
+def _set_hnsw(*, ef_search: int, max_scan_tuples: int, backlog_of: int | None = None) -> bool | None:
+    """SET LOCAL the HNSW scan's settings; with `backlog_of` (an owner id), also whether that
+    owner has open rows waiting for the agents' index (_open_hint's probe), which it returns.
+
+    One statement for the three settings (each costs ~0.2 ms on its own), the search
+    transaction's own when this is its first statement (_SearchSettings), and the
+    probe when _open_hint left it to the scan (a statement less for a big owner's search).
+    """
     search_settings = getattr(_SEARCH_SETTINGS, "current", None)
     first = search_settings.take() if search_settings is not None else None
+    probe = f"EXISTS ({_BACKLOG_PROBE})" if backlog_of is not None else "NULL"
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            f"SELECT {probe}, set_config('hnsw.iterative_scan', 'relaxed_order', true), "
             "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)"
             + (f", {first}" if first else ""),
-            [str(ef_search), str(max_scan_tuples)],
+            [*([backlog_of] if backlog_of is not None else []), str(ef_search), str(max_scan_tuples)],
         )
+        return cursor.fetchone()[0]
 
 
 def _by_distance(rows) -> list[tuple[uuid.UUID, float]]:
@@ -707,7 +725,7 @@ def _open_index_neighbours(
     owner_id: int,
     fetch: int,
     ef_search: int,
-    unindexed: bool = True,
+    unindexed: bool | None = True,
 ) -> list[tuple[uuid.UUID, float]]:
     """The agents' path: HNSW over the gate rows nothing blocks (memory_gate_open_hnsw).
 
@@ -722,9 +740,16 @@ def _open_index_neighbours(
     since the last memories.index_opened_gates run are searched exactly beside it
     (_unindexed_open_neighbours) and merged by distance, so a memory a grant opens
     is found on the very next query. `unindexed=False`: the caller has just
-    asked (_open_hint) and there are none, so that search is skipped.
+    asked (_open_hint) and there are none, so that search is skipped; None: not
+    asked yet, so the statement that sets the scan's settings asks.
     """
-    _set_hnsw(ef_search=ef_search, max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES)
+    backlog = _set_hnsw(
+        ef_search=ef_search,
+        max_scan_tuples=OPEN_ANN_MAX_SCAN_TUPLES,
+        backlog_of=owner_id if unindexed is None else None,
+    )
+    if unindexed is None:
+        unindexed = backlog
     scope_sql, scope_params = visible
     vector = _vector_text(embedding)
     with connection.cursor() as cursor:
@@ -908,12 +933,21 @@ OPEN_COUNTS_KEPT = 10_000
 OPEN_HINT_TRUSTED_ABOVE = 2 * EXACT_CANDIDATES_MAX
 
 
-def _open_hint(owner_id: int) -> tuple[int, bool]:
+# Whether the owner (%s) has open, embedded rows not in the agents' index yet: a probe of
+# memory_gate_unindexed_idx, usually empty.
+_BACKLOG_PROBE = (
+    f"SELECT 1 FROM {MemoryGate._meta.db_table} WHERE owner_id = %s AND blocked_count = 0 "
+    "AND NOT indexed AND embedding IS NOT NULL"
+)
+
+
+def _open_hint(owner_id: int) -> tuple[int, bool | None]:
     """(the owner's open memories counted as far as the strategy needs, whether any wait for the index).
 
     The second: whether some open, embedded rows are not in the agents' index yet
     (memory_gate_unindexed_idx), asked in the same statement as the count so the
-    search need not probe for them apart (_unindexed_open_neighbours).
+    search need not probe for them apart (_unindexed_open_neighbours); None when
+    not asked (below).
 
     Exact up to EXACT_CANDIDATES_MAX, counted on every call (~0.2 ms): whether
     none are open, and whether the exact path over the open ones applies, is
@@ -923,8 +957,10 @@ def _open_hint(owner_id: int) -> tuple[int, bool]:
     decides what passes, so an old count can cost recall or time, never show a
     blocked memory or hide one a grant opened (found exactly until indexed).
     An owner whose count, that recent, was more than OPEN_HINT_TRUSTED_ABOVE is
-    not counted again until it is older: only the probe for unindexed rows runs
-    (~0.2 of ~0.5 ms). Revoking thousands at once then leaves the index path
+    not counted again until it is older, and nothing is asked: the probe for
+    unindexed rows is left to the statement that sets the index scan's settings
+    (_set_hnsw), the only path such an owner's search needs it on (a statement
+    less, ~0.3-0.5 ms). Revoking thousands at once then leaves the index path
     searching for up to HINT_TTL_SECONDS where the exact one would now do: more
     work, the same answer.
     """
@@ -932,20 +968,12 @@ def _open_hint(owner_id: int) -> tuple[int, bool]:
     now = time.monotonic()
     cached = _OPEN_COUNTS.get(owner_id)
     if cached is not None and now - cached[0] <= HINT_TTL_SECONDS and cached[1] > OPEN_HINT_TRUSTED_ABOVE:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {gate} WHERE owner_id = %s AND blocked_count = 0 "
-                "AND NOT indexed AND embedding IS NOT NULL)",
-                [owner_id],
-            )
-            return cached[1], cursor.fetchone()[0]
+        return cached[1], None
     with connection.cursor() as cursor:
         # The count as _count_open_memories makes it; EXISTS on the (usually empty) partial index.
         cursor.execute(
             f"SELECT (SELECT count(*) FROM (SELECT 1 FROM {gate} "
-            "  WHERE owner_id = %s AND blocked_count = 0 LIMIT %s) open), "
-            f"EXISTS (SELECT 1 FROM {gate} WHERE owner_id = %s AND blocked_count = 0 "
-            "  AND NOT indexed AND embedding IS NOT NULL)",
+            f"  WHERE owner_id = %s AND blocked_count = 0 LIMIT %s) open), EXISTS ({_BACKLOG_PROBE})",
             [owner_id, EXACT_CANDIDATES_MAX + 1, owner_id],
         )
         few, unindexed = cursor.fetchone()
@@ -1093,7 +1121,7 @@ def _nearest_neighbours(
     limit: int,
     gated: bool = False,
     open_count: int | None = None,
-    unindexed: bool = True,
+    unindexed: bool | None = True,
     visible: tuple[str, list] | None = None,
     small_owner: bool | None = None,
 ) -> list[tuple[uuid.UUID, float]]:
@@ -1105,8 +1133,8 @@ def _nearest_neighbours(
     without it), with the gate inside it for agents, who pass
     gated=True so the maintained count can pick the strategy first (`open_count`:
     from _open_hint(owner_id), when the caller has it already; `unindexed`: whether
-    open rows may wait for the agents' index, the second half of _open_hint,
-    True when not known):
+    open rows may wait for the agents' index, the second half of _open_hint:
+    None when it left that to the index scan's settings, True when not known):
 
     - Nothing open per the count: no memory can pass, answer [] at once (the
       zero-match case does not walk an index to prove it).

@@ -435,39 +435,56 @@ def test_the_open_hint_is_fresh_up_to_the_exact_path_and_a_kept_width_hint_above
     assert not {m.pk for m in bobs} & {hit.memory.pk for hit in hits}
 
 
-def test_a_big_recent_open_count_is_not_counted_again_but_the_backlog_is_probed_and_the_gate_decides(
-    alice, monkeypatch
+def test_a_big_recent_open_count_is_not_asked_again_and_the_scan_probes_the_backlog(
+    alice, index_path, monkeypatch
 ):
     from django.test.utils import CaptureQueriesContext
 
-    # Scaled down: past the exact path (1) and past OPEN_HINT_TRUSTED_ABOVE (2) the kept
-    # count stands for HINT_TTL_SECONDS; only the probe for unindexed rows runs.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 1)
+    # Scaled down: past OPEN_HINT_TRUSTED_ABOVE (2) the kept count stands for
+    # HINT_TTL_SECONDS and the hint asks nothing: whether open rows wait for the
+    # agents' index is asked by the statement that sets the index scan's settings.
     monkeypatch.setattr(retrieval, "OPEN_HINT_TRUSTED_ABOVE", 2)
     bob, carol = person(alice, "Bob"), person(alice, "Carol", ConsentStatus.PENDING)
-    bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
-    carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(2)]
+    bobs = {embedded(alice, f"Bob {n}", [bob], angle=0.01 * n).pk for n in range(3)}
+    carols = {embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n).pk for n in range(2)}
     assert retrieval._open_hint(alice.pk) == (3, False)
     with CaptureQueriesContext(connection) as queries:
-        assert retrieval._open_hint(alice.pk) == (3, False)
-    statements = [query["sql"] for query in queries.captured_queries]
-    assert len(statements) == 1 and "count(" not in statements[0] and "NOT indexed" in statements[0]
+        assert retrieval._open_hint(alice.pk) == (3, None)
+    assert queries.captured_queries == []
+
+    def search(angle: float, words: str = "zzzz") -> tuple[set, list[str]]:
+        with CaptureQueriesContext(connection) as queries:
+            hits = memory_search(
+                alice,
+                words,
+                respect_consent=True,
+                query_embedding=toward(angle),
+                limit=10,
+                relevance=retrieval.NO_CUTOFF,
+            )
+        probes = [query["sql"] for query in queries.captured_queries if "NOT indexed" in query["sql"]]
+        return {hit.memory.pk for hit in hits}, probes
+
+    found, probes = search(0.0)
+    # One probe, in the settings' statement; it found no backlog, so nothing is searched beside the index.
+    assert found == bobs
+    assert len(probes) == 1 and "set_config('hnsw.ef_search'" in probes[0]
 
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (3, True)  # the kept count; the backlog is news
+    assert retrieval._open_hint(alice.pk) == (3, None)  # the kept count
+    found, probes = search(0.5)
+    # The probe saw the backlog: Carol's memories are found before the task indexes them.
+    assert found == bobs | carols
+    assert len(probes) == 2 and "set_config('hnsw.ef_search'" in probes[0]
+
     person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
     person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (3, False)  # nothing open now: the kept count says 3
+    assert retrieval._open_hint(alice.pk) == (3, None)  # nothing open now: the kept count says 3
     # ... and the gate decides: nothing shown, whatever the count says.
-    assert memory_search(alice, "Bob", respect_consent=True, query_embedding=toward(0.0)) == []
-    assert memory_search(alice, "Carol", respect_consent=True, query_embedding=toward(0.5)) == []
-    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
-    hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.5), limit=10)
-    assert {hit.memory.pk for hit in hits} == {m.pk for m in carols}  # found before the task runs
-    assert not {m.pk for m in bobs} & {hit.memory.pk for hit in hits}
+    assert search(0.0, "Bob")[0] == set() and search(0.5, "Carol")[0] == set()
     # Once the kept count is old, it is counted afresh.
     monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
-    assert retrieval._open_hint(alice.pk) == (2, True)
+    assert retrieval._open_hint(alice.pk) == (0, False)
 
 
 def test_an_owner_found_big_is_not_sized_again_and_one_that_shrank_still_gets_the_answer(alice, monkeypatch):
