@@ -757,6 +757,53 @@ def test_the_gate_asks_about_self_before_looking_for_participants(alice):
     assert len(list(agent_visible_memories(alice))) == 15
 
 
+def _participants_read_outside_subplans(queryset) -> list[str]:
+    """The plan's nodes that read participants as part of the main query (a join), not per row."""
+    import json
+
+    with connection.cursor() as cursor:
+        sql, params = queryset.query.sql_with_params()
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        (plan,) = cursor.fetchone()
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    found = []
+
+    def walk(node, in_subplan: bool) -> None:
+        in_subplan = in_subplan or node.get("Parent Relationship") in ("SubPlan", "InitPlan")
+        if node.get("Relation Name") == "memories_memoryparticipant" and not in_subplan:
+            found.append(node["Node Type"])
+        for child in node.get("Plans", []):
+            walk(child, in_subplan)
+
+    walk(plan[0]["Plan"], False)
+    return found
+
+
+def test_the_gate_probes_participants_per_memory_whatever_the_statistics_say(alice):
+    # With statistics saying every person has granted (nothing to refuse), PostgreSQL
+    # pulled the participant check up into an anti-join and, for an agent's search,
+    # gathered every ungranted participant of the table before the first row (a read of
+    # all of them: 23 ms at 100,000; agents' kNN p50 20 ms where 5-6 ms will do). The
+    # check is a subplan, probed for the memories a statement looks at.
+    friends = [person(alice, f"Friend {index}") for index in range(10)]
+    for index in range(200):
+        memory(alice, f"day {index}", angle=0.001 * index, people=[friends[index % 10]])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE people_person")
+        cursor.execute("ANALYZE memories_memoryparticipant")
+    from pgvector.django import CosineDistance
+
+    nearest = agent_visible_memories(alice).order_by(CosineDistance("embedding", toward(0.05)))[:5]
+    page = agent_visible_memories(alice).order_by("-occurred_at", "pk")[:5]
+
+    for queryset in (nearest, page):
+        assert _participants_read_outside_subplans(queryset) == []
+        assert len(list(queryset)) == 5
+    # ... and the gate still refuses: one friend withdraws, their memories leave.
+    person_set_consent(person=friends[0], status=ConsentStatus.REVOKED, actor=alice)
+    assert agent_visible_memories(alice).count() == 180
+
+
 def _setting(name: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting(%s)", [name])
