@@ -333,7 +333,13 @@ class MemoryListApi(APIView):
                 .order_by("-occurred_at", "-created_at")
             )
         limit, offset = data["limit"], data["offset"]
-        count = memories.count()
+        if agent is None:
+            count = memories.count()
+        else:
+            # Counting reads the whole gated journal: planned for that (one pass over
+            # the participants), where the page below probes only the rows it shows.
+            every = agent_visible_memories(request.user, whole_journal=True)
+            count = memory_apply_filters(every, filters).count()
         page = list(memories[offset : offset + limit])
         _log_agent_access(request, page)
         url = request.build_absolute_uri()

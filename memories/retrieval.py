@@ -262,8 +262,14 @@ class _ExistsPerRow(Exists):
     template = "EXISTS(%(subquery)s OFFSET 0)"
 
 
-def agent_visible_memories(owner: AbstractBaseUser | int) -> QuerySet[Memory]:
-    """The owner's memories an agent may see. THE consent gate; every agent path uses it."""
+def agent_visible_memories(owner: AbstractBaseUser | int, *, whole_journal: bool = False) -> QuerySet[Memory]:
+    """The owner's memories an agent may see. THE consent gate; every agent path uses it.
+
+    `whole_journal`: a plan for reading all of them (a count): the participant
+    check may then be planned as a join, one pass over the participants, rather
+    than probed memory by memory (_ExistsPerRow), which suits a statement that
+    looks at a few rows (a search, a page). The same condition either way.
+    """
     owner_id = _owner_id(owner)
     # Fail closed: a participant blocks unless its person row is positively known
     # to have granted consent. Written as NOT EXISTS(granted person) rather than a
@@ -283,8 +289,9 @@ def agent_visible_memories(owner: AbstractBaseUser | int) -> QuerySet[Memory]:
     granted_self = Person.objects.filter(
         owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
     )
+    participant_check = Exists if whole_journal else _ExistsPerRow
     return Memory.objects.filter(
-        ~_ExistsPerRow(ungranted_participant),
+        ~participant_check(ungranted_participant),
         # Self first: one probe per statement (an InitPlan) that, granted as it
         # usually is, settles the OR for every row. With the other arm first,
         # PostgreSQL may hash every participant id of the table before the first

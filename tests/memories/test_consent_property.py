@@ -26,7 +26,13 @@ from hypothesis import strategies as st
 
 from memories import retrieval
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryParticipant
-from memories.retrieval import NO_CUTOFF, memory_related, memory_search, memory_similar
+from memories.retrieval import (
+    NO_CUTOFF,
+    agent_visible_memories,
+    memory_related,
+    memory_search,
+    memory_similar,
+)
 from memories.selectors import MemoryFilters
 from people.models import Person
 from tests.factories import UserFactory
@@ -208,6 +214,14 @@ def check_world(spec: dict, query: dict) -> None:
     filters = MemoryFilters(person=filter_person, kind=query["filter_kind"])
     limit = query["limit"]
     world_size = len(world.memories)
+
+    # The gate itself, in both of its plans: probed memory by memory (searches, pages)
+    # and planned for the whole journal (a count).
+    gated = set(world.visible(owner_key, respect_consent=True, now=now))
+    for whole_journal in (False, True):
+        shown = agent_visible_memories(owner, whole_journal=whole_journal)
+        assert {str(pk) for pk in shown.values_list("pk", flat=True)} == gated
+        assert shown.count() == len(gated)
 
     for respect_consent in (True, False):
         candidates = world.visible(

@@ -724,6 +724,8 @@ class Command(BaseCommand):
         self.stdout.write(_prewarm())
         agent_scope = retrieval.memory_scope(seeded.user_id, respect_consent=True)
         owner_scope = retrieval.memory_scope(seeded.user_id, respect_consent=False)
+        # The exact references read every gated memory: the gate planned for the whole journal.
+        agent_truth = retrieval.agent_visible_memories(seeded.user_id, whole_journal=True)
 
         def search(scope, gated=False):
             return lambda query: nearest_ids(scope, query, owner_id=seeded.user_id, limit=limit, gated=gated)
@@ -781,7 +783,7 @@ class Command(BaseCommand):
             position = iter(range(len(queries)))
 
             def run(query):
-                scope = agent_scope if respect_consent else owner_scope
+                scope = agent_truth if respect_consent else owner_scope
                 return exact_fused(scope, words[next(position)], query, limit)
 
             return run
@@ -833,7 +835,7 @@ class Command(BaseCommand):
         for fraction in fractions:
             _set_gated_fraction(seeded, fraction)
             gated = _measure(search(agent_scope, gated=True), queries)
-            truth = _measure(exact(agent_scope), queries)
+            truth = _measure(exact(agent_truth), queries)
             line("agent (gated) knn", f"{fraction:.2f}", gated, truth)
             line("exact gated (seq)", f"{fraction:.2f}", truth, truth)
             hybrid_truth = _measure(exact_hybrid(True), queries)
