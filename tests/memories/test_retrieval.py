@@ -714,15 +714,20 @@ def test_loading_results_is_a_prepared_statement_and_the_same_without_one(alice,
     assert agents_search() == prepared == [shown.pk]
 
 
-def _participant_subplan_loops(queryset) -> list[int]:
-    """How often each participant scan that is a subplan of its own ran (EXPLAIN ANALYZE)."""
+def _plan(queryset, *, analyze: bool) -> dict:
+    """The queryset's plan tree (EXPLAIN, FORMAT JSON; ANALYZE runs it)."""
     import json
 
     with connection.cursor() as cursor:
         sql, params = queryset.query.sql_with_params()
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        cursor.execute(f"EXPLAIN ({'ANALYZE, ' if analyze else ''}FORMAT JSON) {sql}", params)
         (plan,) = cursor.fetchone()
     plan = json.loads(plan) if isinstance(plan, str) else plan
+    return plan[0]["Plan"]
+
+
+def _participant_subplan_loops(queryset) -> list[int]:
+    """How often each participant scan that is a subplan of its own ran (EXPLAIN ANALYZE)."""
     loops = []
 
     def walk(node):
@@ -734,7 +739,7 @@ def _participant_subplan_loops(queryset) -> list[int]:
         for child in node.get("Plans", []):
             walk(child)
 
-    walk(plan[0]["Plan"])
+    walk(_plan(queryset, analyze=True))
     return loops
 
 
@@ -759,13 +764,6 @@ def test_the_gate_asks_about_self_before_looking_for_participants(alice):
 
 def _participants_read_outside_subplans(queryset) -> list[str]:
     """The plan's nodes that read participants as part of the main query (a join), not per row."""
-    import json
-
-    with connection.cursor() as cursor:
-        sql, params = queryset.query.sql_with_params()
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
-        (plan,) = cursor.fetchone()
-    plan = json.loads(plan) if isinstance(plan, str) else plan
     found = []
 
     def walk(node, in_subplan: bool) -> None:
@@ -775,7 +773,7 @@ def _participants_read_outside_subplans(queryset) -> list[str]:
         for child in node.get("Plans", []):
             walk(child, in_subplan)
 
-    walk(plan[0]["Plan"], False)
+    walk(_plan(queryset, analyze=False), False)
     return found
 
 
