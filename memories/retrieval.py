@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy
 import psycopg
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -64,7 +65,6 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from pgvector import Vector
 
 from config.rows import columns, instance
 from memories.models import (
@@ -524,12 +524,25 @@ def _exact_neighbours(
 
 @functools.lru_cache(maxsize=16)
 def _vector_literal(values: tuple[float, ...]) -> str:
-    return Vector(list(values)).to_text()
+    return "[" + _vector_format(len(values)) % values + "]"
+
+
+@functools.cache
+def _vector_format(dimensions: int) -> str:
+    # Nine significant digits name every float32 exactly (FLT_DECIMAL_DIG), and
+    # pgvector parses each number to a float32: the same vector as the shortest
+    # form, formatted in one % (0.13 ms for 384 numbers, against 0.4 ms for
+    # pgvector's Vector.to_text, which formats numpy scalars one by one).
+    return ",".join(["%.9g"] * dimensions)
 
 
 def _vector_text(embedding: Sequence[float]) -> str:
-    """The query vector as pgvector's text literal, formatted once per search (~0.17 ms each time)."""
-    return _vector_literal(tuple(float(value) for value in embedding))
+    """The query vector as pgvector's text literal, formatted once per search.
+
+    Rounded to float32 first, as pgvector stores it: nine digits of a value that
+    is not a float32 could round to its neighbour (a query vector from the API).
+    """
+    return _vector_literal(tuple(numpy.asarray(embedding, dtype=numpy.float32).tolist()))
 
 
 def _visible_neighbours(
@@ -548,13 +561,14 @@ def _visible_neighbours(
     vector = _vector_text(embedding)
     distance = "visible.embedding <=> %s::vector"
     order = f"({distance}) + 0, visible.id" if exact else distance
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT visible.id, {distance} FROM ({scope_sql}) AS visible (id, embedding) "
-            f"WHERE visible.embedding IS NOT NULL ORDER BY {order} LIMIT %s",
-            [vector, *scope_params, vector, fetch],
-        )
-        rows = cursor.fetchall()
+    # Planned each time (a whale's best plan is not a small owner's), but bound on the
+    # server: the vector travels as a parameter, not as ~4 KB of literal to parse twice.
+    rows = _fetch_prepared(
+        f"SELECT visible.id, {distance} FROM ({scope_sql}) AS visible (id, embedding) "
+        f"WHERE visible.embedding IS NOT NULL ORDER BY {order} LIMIT %s",
+        [vector, *scope_params, vector, fetch],
+        prepared=False,
+    )
     return rows if exact else _by_distance(rows)
 
 
@@ -777,17 +791,17 @@ def _open_index_neighbours(
         unindexed = backlog
     scope_sql, scope_params = visible
     vector = _vector_text(embedding)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT visible.id, visible.embedding <=> %s::vector "
-            f"FROM ({scope_sql}) AS visible (id, embedding) "
-            f"JOIN {MemoryGate._meta.db_table} gate ON gate.memory_id = visible.id "
-            "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.indexed "
-            "AND gate.embedding IS NOT NULL AND visible.embedding IS NOT NULL "
-            "ORDER BY gate.embedding <=> %s::halfvec LIMIT %s",
-            [vector, *scope_params, owner_id, vector, fetch],
-        )
-        rows = cursor.fetchall()
+    # Bound on the server and planned each time, as _visible_neighbours.
+    rows = _fetch_prepared(
+        f"SELECT visible.id, visible.embedding <=> %s::vector "
+        f"FROM ({scope_sql}) AS visible (id, embedding) "
+        f"JOIN {MemoryGate._meta.db_table} gate ON gate.memory_id = visible.id "
+        "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.indexed "
+        "AND gate.embedding IS NOT NULL AND visible.embedding IS NOT NULL "
+        "ORDER BY gate.embedding <=> %s::halfvec LIMIT %s",
+        [vector, *scope_params, owner_id, vector, fetch],
+        prepared=False,
+    )
     if unindexed:
         rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
     return _by_distance(rows)[:fetch]
@@ -810,15 +824,16 @@ def _ranked_through(
     """
     scope_sql, scope_params = visible
     ids_sql, ids_params = candidates
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT visible.id, visible.embedding <=> %s::vector "
-            f"FROM ({scope_sql}) AS visible (id, embedding) "
-            f"WHERE visible.id = ANY({ids_sql}) AND visible.embedding IS NOT NULL "
-            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s",
-            [vector, *scope_params, *ids_params, vector, limit],
-        )
-        return cursor.fetchall()
+    # Prepared: whatever the values, the plan looks the candidates up by id (the
+    # pkey), so a generic plan fits; planning the gate around them cost 0.4-0.7 ms
+    # of the statement.
+    return _fetch_prepared(
+        "SELECT visible.id, visible.embedding <=> %s::vector "
+        f"FROM ({scope_sql}) AS visible (id, embedding) "
+        f"WHERE visible.id = ANY({ids_sql}) AND visible.embedding IS NOT NULL "
+        "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s",
+        [vector, *scope_params, *ids_params, vector, limit],
+    )
 
 
 def _unindexed_open_neighbours(

@@ -157,7 +157,7 @@ def unindexed_neighbours(owner) -> list:
     """What the agents' index path finds beside the HNSW index: the open rows it does not hold yet."""
     visible = retrieval._compiled_scope(owner, respect_consent=True)
     rows = retrieval._unindexed_open_neighbours(
-        visible, retrieval.Vector(toward(0.0)).to_text(), owner_id=owner.pk, fetch=20
+        visible, retrieval._vector_text(toward(0.0)), owner_id=owner.pk, fetch=20
     )
     return [memory_id for memory_id, _ in rows]
 

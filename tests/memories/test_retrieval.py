@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import random
 import re
 from datetime import date, timedelta
 
@@ -16,6 +17,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
+from pgvector import Vector
 
 from memories import retrieval
 from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryParticipant
@@ -328,6 +330,27 @@ def test_empty_query_returns_nothing_and_bad_arguments_are_refused(alice):
         memory_search(alice, QUERY, limit=1000, query_embedding=toward(0))
     with pytest.raises(ValidationError):
         memory_search(alice, QUERY, query_embedding=[1.0, 0.0])
+
+
+def test_the_query_vector_literal_names_exactly_the_vector_pgvector_would(alice):
+    # Nine significant digits per number: every float32 comes back exactly, so the
+    # faster literal is the same vector as pgvector's own formatting, in full and
+    # in half precision, whatever the magnitudes.
+    rng = random.Random(7)
+    samples = [
+        [rng.gauss(0, 0.05) for _ in range(EMBEDDING_DIMENSIONS)],
+        [rng.uniform(-1, 1) * 10.0 ** rng.randint(-12, 3) for _ in range(EMBEDDING_DIMENSIONS)],
+        [1 / 3, 2 / 3, 1e-30, -7.0000001, 12345.678, *([0.0] * (EMBEDDING_DIMENSIONS - 5))],
+    ]
+    with connection.cursor() as cursor:
+        for values in samples:
+            literal = retrieval._vector_text(values)
+            assert re.fullmatch(r"\[[-+0-9.e,]+\]", literal)
+            cursor.execute(
+                "SELECT %s::vector = %s::vector, %s::halfvec = %s::halfvec",
+                [literal, Vector(values).to_text(), literal, Vector(values).to_text()],
+            )
+            assert cursor.fetchone() == (True, True)
 
 
 def test_gate_is_a_not_exists_inside_the_sql(alice):
