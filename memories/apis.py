@@ -234,11 +234,22 @@ def _respect_consent(request: Request, requested: bool) -> bool:
     return True if request_agent(request) is not None else requested
 
 
+def _agent_scope(
+    request: Request, filters: MemoryFilters | None = None, *, whole_journal: bool = False
+) -> QuerySet[Memory]:
+    """What an agent may read: the shared consent gate (`whole_journal`: planned for a count), then
+    the client's filters."""
+    return memory_apply_filters(agent_visible_memories(request.user, whole_journal=whole_journal), filters)
+
+
 def _agent_memories(request: Request, filters: MemoryFilters | None = None) -> QuerySet[Memory]:
-    """What an agent may read: the shared consent gate, then the client's filters."""
-    memories = memory_apply_filters(agent_visible_memories(request.user), filters)
-    return memories.select_related("source_person").prefetch_related(
-        Prefetch("participants", queryset=MemoryParticipant.objects.select_related("person"))
+    """_agent_scope with the people each memory shows."""
+    return (
+        _agent_scope(request, filters)
+        .select_related("source_person")
+        .prefetch_related(
+            Prefetch("participants", queryset=MemoryParticipant.objects.select_related("person"))
+        )
     )
 
 
@@ -326,20 +337,17 @@ class MemoryListApi(APIView):
         agent = request_agent(request)
         if agent is None:
             memories = memory_list(owner=request.user, filters=filters)
+            count = memories.count()
         else:
             memories = (
                 _agent_memories(request, filters)
                 .defer(*LIST_DEFERRED)
                 .order_by("-occurred_at", "-created_at")
             )
-        limit, offset = data["limit"], data["offset"]
-        if agent is None:
-            count = memories.count()
-        else:
             # Counting reads the whole gated journal: planned for that (one pass over
             # the participants), where the page below probes only the rows it shows.
-            every = agent_visible_memories(request.user, whole_journal=True)
-            count = memory_apply_filters(every, filters).count()
+            count = _agent_scope(request, filters, whole_journal=True).count()
+        limit, offset = data["limit"], data["offset"]
         page = list(memories[offset : offset + limit])
         _log_agent_access(request, page)
         url = request.build_absolute_uri()
