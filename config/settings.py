@@ -106,6 +106,11 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # A kept connection is checked before each request reuses it: after the database
 # restarts, the next request reconnects instead of failing on a dead socket.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A hybrid search runs its full-text side on a second connection, in a helper thread of
+# the process, while the vector side runs on the request's own (memories/retrieval.py,
+# _SideRunner): on a machine with cores to spare the two statements take the time of the
+# slower one. Off (or on one core) both run one after the other.
+SEARCH_SIDES_IN_PARALLEL = env.bool("KEEPSAKE_SEARCH_PARALLEL", default=(os.cpu_count() or 1) > 1)
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_keepsake")}
 # The retrieval module asks PostgreSQL to plan a few statements once per connection
 # (memories/retrieval.py, _prepared): loading search results through a circle's gate

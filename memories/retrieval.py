@@ -573,6 +573,8 @@ def _visible_neighbours(
 
 
 _NO_PARALLEL_WORKERS = "set_config('max_parallel_workers_per_gather', '0', true)"
+# The same for a whole session: the search helper's connection (_prepare_side_connection).
+_NO_PARALLEL_WORKERS_SESSION = "set_config('max_parallel_workers_per_gather', '0', false)"
 
 
 class _SearchSettings:
@@ -586,6 +588,8 @@ class _SearchSettings:
 
     def __init__(self) -> None:
         self.pending = True
+        # Whether this transaction is the thread's outermost: no caller's transaction around it.
+        self.outermost = not connection.in_atomic_block
 
     def take(self) -> str | None:
         if not self.pending:
@@ -626,6 +630,120 @@ def _search_transaction():
             yield
         finally:
             _SEARCH_SETTINGS.current = outer
+
+
+class _SideRunner:
+    """One helper thread per process that runs a search's second side on its own connection.
+
+    A hybrid search's vector side and full-text side are independent statements,
+    each through the gate: the calling thread runs the vector side while this
+    thread runs the full-text one (the same statement, with the same compiled gate,
+    as the caller would run; one statement, so in autocommit: no transaction of its
+    own), and the search waits for the slower of the two rather than their sum.
+    Every memory either side names is loaded through the gate again in the caller's
+    transaction (_load), so nothing the gate refuses there is returned, whichever
+    snapshot each side read (read committed: each statement has its own anyway).
+
+    Not used (the side runs in the calling thread, as before) when:
+    - settings.SEARCH_SIDES_IN_PARALLEL is off (KEEPSAKE_SEARCH_PARALLEL; off by
+      default on one core);
+    - the caller is inside a transaction: rows it wrote and has not committed are
+      visible on its own connection only;
+    - the helper is busy with another thread's search (a web process serves several
+      at once): waiting for it would cost more than running the side here.
+    If the helper's connection fails (the server restarted), the side is run again
+    in the calling thread and the helper reconnects for the next search.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Lock()
+        self._executor = None
+        self._pid = None
+
+    def _pool(self):
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            # Per process: a thread does not survive a fork (gunicorn's workers).
+            if self._executor is None or self._pid != os.getpid():
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keepsake-search-side")
+                self._idle = threading.Lock()
+                self._pid = os.getpid()
+            return self._executor
+
+    def start(self, side: Callable[[], object]) -> Callable[[], object]:
+        """Begin `side` (a function running a search's statements) on the helper; a function waiting for it.
+
+        On the helper `side` runs in autocommit on the helper's connection
+        (_prepare_side_connection); when the helper is not used the function
+        returned is `side` itself, to be run in the caller's search transaction.
+        """
+        search = getattr(_SEARCH_SETTINGS, "current", None)
+        if not getattr(settings, "SEARCH_SIDES_IN_PARALLEL", False) or search is None or not search.outermost:
+            return side
+        pool = self._pool()
+        idle = self._idle
+        if not idle.acquire(blocking=False):
+            return side
+
+        def run():
+            try:
+                _prepare_side_connection()
+                return side()
+            except Exception:
+                # Whatever failed, this thread's connection starts afresh next time.
+                connection.close()
+                raise
+            finally:
+                idle.release()
+
+        try:
+            future = pool.submit(run)
+        except RuntimeError:  # shutting down
+            idle.release()
+            return side
+
+        def result():
+            from django.db import DatabaseError
+
+            try:
+                return future.result()
+            except DatabaseError:
+                logger.warning(
+                    "Search side failed on the helper's connection; running it here.", exc_info=True
+                )
+                return side()
+
+        return result
+
+    def close(self) -> None:
+        """Close the helper thread's connection (tests: before the test database is dropped)."""
+        if self._executor is None:
+            return
+        # Looked up in the helper thread: `connection` is each thread's own.
+        self._executor.submit(lambda: connection.close()).result()
+
+
+_SIDE_RUNNER = _SideRunner()
+# The helper thread's connection, once set up (_prepare_side_connection).
+_SIDE_CONNECTION = threading.local()
+
+
+def _prepare_side_connection() -> None:
+    """The helper's connection: searches only, so their setting is the session's, set once.
+
+    A side is one read-only statement: run in autocommit, it needs no transaction of
+    its own (BEGIN and COMMIT: two round trips of ~0.15 ms), and no parallel workers
+    for the session (_search_transaction's setting, made once per connection).
+    """
+    connection.ensure_connection()
+    raw = connection.connection
+    if getattr(_SIDE_CONNECTION, "raw", None) is not raw:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {_NO_PARALLEL_WORKERS_SESSION}")
+        _SIDE_CONNECTION.raw = raw
 
 
 class _SearchCursor(psycopg.Cursor):
@@ -1607,6 +1725,21 @@ def memory_search(
             candidates = _candidates_sql(
                 _among_open_memories(owner_filtered, owner_id) if open_only else owner_filtered
             )
+        text_side = functools.partial(
+            _text_matches,
+            visible,
+            query,
+            depth,
+            candidates=candidates,
+            embedding=embedding,
+            # A small owner's matches are no more than TEXT_CANDIDATES_MAX: all ranked
+            # anyway, from the owner's own rows (the one-word branches would compute
+            # the repeated words of each: ~9 ms for 1,000 rows).
+            one_word_exact=unfiltered
+            and not (small_owner and EXACT_SEARCH_MAX_MEMORIES <= TEXT_CANDIDATES_MAX),
+        )
+        # The full-text side on the helper's connection while this one runs the vector side.
+        text = _SIDE_RUNNER.start(text_side) if embedding is not None else text_side
         nearest = (
             _nearest_neighbours(
                 scope,
@@ -1622,19 +1755,7 @@ def memory_search(
             if embedding is not None
             else []
         )
-        text = _text_matches(
-            visible,
-            query,
-            depth,
-            candidates=candidates,
-            embedding=embedding,
-            # A small owner's matches are no more than TEXT_CANDIDATES_MAX: all ranked
-            # anyway, from the owner's own rows (the one-word branches would compute
-            # the repeated words of each: ~9 ms for 1,000 rows).
-            one_word_exact=unfiltered
-            and not (small_owner and EXACT_SEARCH_MAX_MEMORIES <= TEXT_CANDIDATES_MAX),
-        )
-        return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
+        return _fused_hits(visible, nearest, text(), limit, relevance=relevance or search_relevance())
 
 
 def _relevant(
@@ -1982,15 +2103,9 @@ def circle_memory_search(
         visible = _compiled_circle_scope(
             circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
         )
-        nearest = (
-            _circle_neighbours(
-                scope, embedding, visible=visible, circle_id=circle_id, viewers=viewers, limit=depth
-            )
-            if embedding is not None
-            else []
-        )
         # The circle's shares are the candidates (the gate, in `visible`, decides).
-        text = _text_matches(
+        text_side = functools.partial(
+            _text_matches,
             visible,
             query,
             depth,
@@ -1998,7 +2113,16 @@ def circle_memory_search(
             embedding=embedding,
             prepared=True,
         )
-        return _fused_hits(visible, nearest, text, limit, relevance=relevance or search_relevance())
+        # The full-text side on the helper's connection while this one runs the vector side.
+        text = _SIDE_RUNNER.start(text_side) if embedding is not None else text_side
+        nearest = (
+            _circle_neighbours(
+                scope, embedding, visible=visible, circle_id=circle_id, viewers=viewers, limit=depth
+            )
+            if embedding is not None
+            else []
+        )
+        return _fused_hits(visible, nearest, text(), limit, relevance=relevance or search_relevance())
 
 
 def circle_memory_timeline(

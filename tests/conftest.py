@@ -64,6 +64,22 @@ def _fresh_search_hints() -> None:
     retrieval.forget_hints()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _search_helper_disconnected(django_db_setup):
+    """At the end, before the test database is dropped, the search helper's connection is closed.
+
+    A search outside any transaction (transactional tests, the browser tests' live
+    server) runs its full-text side on a helper thread's own connection
+    (memories.retrieval._SideRunner), which would otherwise still be open on the
+    test database when it is dropped. Set up after the database (it asks for it), so
+    torn down before it.
+    """
+    yield
+    from memories import retrieval
+
+    retrieval._SIDE_RUNNER.close()
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -334,3 +334,46 @@ def test_agent_selectors_agree_with_the_reference_policy(vector_path, spec, quer
             raise _Rollback
     except _Rollback:
         pass
+
+
+@pytest.mark.django_db(transaction=True)
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=world_spec, query=query_spec)
+def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_reference_policy(
+    text_side_on_helper, spec, query
+):
+    """The same checks with each search's full-text side on the search helper's own connection.
+
+    The helper (retrieval._SideRunner) reads only what is committed, so each world
+    is committed, checked and deleted, rather than rolled back.
+    """
+    from django.contrib.auth import get_user_model
+
+    from portability.services import account_delete
+
+    text_side_on_helper.clear()
+    try:
+        check_world(spec, query)
+    finally:
+        for user in get_user_model().objects.all():
+            account_delete(user=user, password="correct horse battery")  # UserFactory's
+    # Every memory_search of the example ran its full-text side on the helper.
+    assert text_side_on_helper
+    assert all(name.startswith("keepsake-search-side") for name in text_side_on_helper)
+
+
+@pytest.fixture
+def text_side_on_helper(monkeypatch, settings):
+    """The threads memory_search's full-text side ran in, with the helper on."""
+    import threading
+
+    settings.SEARCH_SIDES_IN_PARALLEL = True
+    threads: list[str] = []
+    original = retrieval._text_matches
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "_text_matches", recorded)
+    return threads

@@ -1,0 +1,173 @@
+"""A hybrid search's full-text side on the search helper's own connection (retrieval._SideRunner).
+
+Transactional tests: the helper reads what is committed, as in production. Each
+checks where the full-text side ran (the helper thread or the caller's) and that
+the search answers exactly as it does with both sides in the calling thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+from memories import retrieval
+from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
+from memories.retrieval import NO_CUTOFF, memory_search
+from people.models import ConsentStatus, Person
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORDS = ["lantern", "orchard", "violin", "harbor"]
+
+
+def unit_vector(seed: int) -> list[float]:
+    vector = np.random.default_rng(seed).standard_normal(EMBEDDING_DIMENSIONS)
+    return [float(value) for value in vector / np.linalg.norm(vector)]
+
+
+@pytest.fixture
+def text_side_threads(monkeypatch) -> list[str]:
+    """The name of the thread each full-text side ran in, in order."""
+    threads: list[str] = []
+    original = retrieval._text_matches
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "_text_matches", recorded)
+    return threads
+
+
+@pytest.fixture
+def journal():
+    """An owner (Self granted) with 24 memories: a third with a withheld person, a third a granted one."""
+    owner = UserFactory()
+    granted = Person.objects.create(owner=owner, display_name="Gran", consent_status=ConsentStatus.GRANTED)
+    withheld = Person.objects.create(owner=owner, display_name="Wes", consent_status=ConsentStatus.REVOKED)
+    now = timezone.now()
+    withheld_ids = set()
+    for number in range(24):
+        memory = Memory.objects.create(
+            id=uuid.uuid4(),
+            owner=owner,
+            body=f"{WORDS[number % 4]} {WORDS[(number + 1) % 4]} number {number}",
+            occurred_at=now - timedelta(days=number),
+            embedding=unit_vector(number),
+        )
+        if number % 3 == 1:
+            MemoryParticipant.objects.create(memory=memory, person=granted, role="subject")
+        elif number % 3 == 2:
+            MemoryParticipant.objects.create(memory=memory, person=withheld, role="subject")
+            withheld_ids.add(memory.pk)
+    return owner, withheld_ids
+
+
+def search(owner, words: str, *, respect_consent: bool, seed: int = 7) -> list[tuple[uuid.UUID, float]]:
+    hits = memory_search(
+        owner,
+        words,
+        respect_consent=respect_consent,
+        limit=12,
+        query_embedding=unit_vector(seed),
+        relevance=NO_CUTOFF,
+    )
+    return [(hit.memory.pk, round(hit.score, 9)) for hit in hits]
+
+
+@pytest.mark.parametrize("respect_consent", [True, False])
+def test_the_full_text_side_runs_on_the_helper_and_the_answer_is_the_same(
+    journal, text_side_threads, respect_consent
+):
+    owner, withheld = journal
+    with override_settings(SEARCH_SIDES_IN_PARALLEL=False):
+        alone = [search(owner, words, respect_consent=respect_consent) for words in WORDS]
+    assert text_side_threads == [threading.current_thread().name] * len(WORDS)
+    text_side_threads.clear()
+    with override_settings(SEARCH_SIDES_IN_PARALLEL=True):
+        beside = [search(owner, words, respect_consent=respect_consent) for words in WORDS]
+    assert all(name.startswith("keepsake-search-side") for name in text_side_threads)
+    assert len(text_side_threads) == len(WORDS)
+    assert beside == alone
+    found = {memory_id for hits in beside for memory_id, _ in hits}
+    if respect_consent:
+        assert found and not found & withheld
+    else:
+        assert found & withheld  # the owner sees everything recorded
+
+
+@override_settings(SEARCH_SIDES_IN_PARALLEL=True)
+def test_inside_a_callers_transaction_both_sides_run_here_and_see_its_rows(journal, text_side_threads):
+    owner, _ = journal
+    with transaction.atomic():
+        memory = Memory.objects.create(
+            id=uuid.uuid4(), owner=owner, body="zeppelin over the harbor", embedding=unit_vector(99)
+        )
+        hits = search(owner, "zeppelin", respect_consent=True)
+    assert text_side_threads == [threading.current_thread().name]
+    assert memory.pk in {memory_id for memory_id, _ in hits}
+
+
+@override_settings(SEARCH_SIDES_IN_PARALLEL=True)
+def test_while_the_helper_is_busy_the_side_runs_here(journal, text_side_threads):
+    owner, _ = journal
+    expected = search(owner, "violin", respect_consent=True)
+    text_side_threads.clear()
+    retrieval._SIDE_RUNNER._pool()
+    busy = retrieval._SIDE_RUNNER._idle
+    assert busy.acquire(blocking=False)
+    try:
+        assert search(owner, "violin", respect_consent=True) == expected
+    finally:
+        busy.release()
+    assert text_side_threads == [threading.current_thread().name]
+
+
+@override_settings(SEARCH_SIDES_IN_PARALLEL=True)
+def test_when_the_helpers_connection_is_gone_the_side_runs_here_and_the_helper_reconnects(
+    journal, text_side_threads, caplog
+):
+    owner, _ = journal
+    expected = search(owner, "orchard", respect_consent=True)
+    helper = retrieval._SIDE_RUNNER._executor.submit(
+        lambda: connection.connection.info.backend_pid if connection.connection else None
+    ).result()
+    assert helper is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [helper])
+    text_side_threads.clear()
+    with caplog.at_level(logging.WARNING, logger="memories.retrieval"):
+        assert search(owner, "orchard", respect_consent=True) == expected
+    assert "running it here" in caplog.text
+    assert text_side_threads[0].startswith("keepsake-search-side")
+    assert text_side_threads[1:] == [threading.current_thread().name]
+    text_side_threads.clear()
+    assert search(owner, "orchard", respect_consent=True) == expected
+    assert text_side_threads[0].startswith("keepsake-search-side")
+    reconnected = retrieval._SIDE_RUNNER._executor.submit(
+        lambda: connection.connection.info.backend_pid
+    ).result()
+    assert reconnected != helper
+
+
+@override_settings(SEARCH_SIDES_IN_PARALLEL=True)
+def test_a_revocation_committed_elsewhere_shows_on_the_next_search(journal, text_side_threads):
+    owner, withheld = journal
+    before = {memory_id for memory_id, _ in search(owner, "lantern orchard", respect_consent=True)}
+    granted = Person.objects.get(owner=owner, display_name="Gran")
+    shown = set(MemoryParticipant.objects.filter(person=granted).values_list("memory_id", flat=True))
+    assert before & shown
+    Person.objects.filter(pk=granted.pk).update(consent_status=ConsentStatus.REVOKED)
+    after = {memory_id for memory_id, _ in search(owner, "lantern orchard", respect_consent=True)}
+    assert not after & shown
+    assert not after & withheld
+    assert all(name.startswith("keepsake-search-side") for name in text_side_threads)
