@@ -12,6 +12,7 @@ import re
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from memories.models import Memory, MemoryGate
@@ -43,6 +44,9 @@ def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction(
     assert float(rows[("1.00", "agent knn, zero-match")]["rows"]) == 0.0
     assert "zero-match p95 / ungated p95" in text
     assert "text: words" in text
+    # Where the hybrid search's full-text side ran (settings.SEARCH_SIDES_IN_PARALLEL).
+    where = "on the search helper's" if settings.SEARCH_SIDES_IN_PARALLEL else "after the vector side"
+    assert f"\nHybrid search's full-text side: {where}" in text
     # --compare: each peer pattern measured at each fraction against the same exact truth.
     for fraction in ("0.50", "0.99"):
         for peer in ("peer: post-filter top-k", "peer: filtered, defaults", "peer: strict iterative"):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.core.management.base import BaseCommand, CommandError
@@ -798,6 +799,7 @@ class Command(BaseCommand):
             f"{total} memories in the table.\n"
             f"{len(queries)} queries, k={limit}. {version.split(' on ')[0]}, pgvector {pgvector_version}, "
             f"{_cpu_count()} CPUs. Latency excludes embedding the query.\n"
+            f"Hybrid search's full-text side: {_text_side_runs()}.\n"
             f"Load average before measuring: {_load()}\n"
         )
         header = (
@@ -865,6 +867,13 @@ def _cpu_count() -> int:
     import os
 
     return len(os.sched_getaffinity(0))
+
+
+def _text_side_runs() -> str:
+    """Where a hybrid search's full-text side runs (memories.retrieval._SideRunner)."""
+    if getattr(django_settings, "SEARCH_SIDES_IN_PARALLEL", False):
+        return "on the search helper's connection, beside the vector side (KEEPSAKE_SEARCH_PARALLEL)"
+    return "after the vector side, on one connection (KEEPSAKE_SEARCH_PARALLEL=false)"
 
 
 def _load() -> str:
