@@ -647,6 +647,8 @@ class _SideRunner:
     Not used (the side runs in the calling thread, as before) when:
     - settings.SEARCH_SIDES_IN_PARALLEL is off (KEEPSAKE_SEARCH_PARALLEL; off by
       default on one core);
+    - the caller's connection is not to the database the settings name (a bench
+      that points the default alias elsewhere: the helper's would not follow);
     - the caller is inside a transaction: rows it wrote and has not committed are
       visible on its own connection only;
     - the helper is busy with another thread's search (a web process serves several
@@ -682,6 +684,8 @@ class _SideRunner:
         """
         search = getattr(_SEARCH_SETTINGS, "current", None)
         if not getattr(settings, "SEARCH_SIDES_IN_PARALLEL", False) or search is None or not search.outermost:
+            return side
+        if not _on_the_configured_database():
             return side
         pool = self._pool()
         idle = self._idle
@@ -727,6 +731,17 @@ class _SideRunner:
 
 
 _SIDE_RUNNER = _SideRunner()
+
+
+def _on_the_configured_database() -> bool:
+    """Whether this thread's connection goes where the helper's would: the database the settings name."""
+    from django.db import connections
+
+    configured = connections.settings[connection.alias]
+    mine = connection.settings_dict
+    return all(mine.get(key) == configured.get(key) for key in ("NAME", "HOST", "PORT", "USER"))
+
+
 # The helper thread's connection, once set up (_prepare_side_connection).
 _SIDE_CONNECTION = threading.local()
 

@@ -12,6 +12,7 @@ import re
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection, connections
 
@@ -49,6 +50,7 @@ def test_a_database_side_has_its_own_connection_and_its_own_hints():
 
 def test_bench_isolation_prints_both_sides_their_ratio_and_recall_for_each_line():
     call_command("bench_retrieval", owner="iso", memories=300, gated="none", queries=3, stdout=StringIO())
+    helper = settings.SEARCH_SIDES_IN_PARALLEL
     out = StringIO()
     call_command(
         "bench_isolation",
@@ -60,6 +62,8 @@ def test_bench_isolation_prints_both_sides_their_ratio_and_recall_for_each_line(
         stdout=out,
     )
     text = out.getvalue()
+    assert "no search helper" in text
+    assert settings.SEARCH_SIDES_IN_PARALLEL == helper  # switched off for the run only
     rows = {
         (match["fraction"], match["label"].strip()): match
         for match in re.finditer(

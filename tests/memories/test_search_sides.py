@@ -171,3 +171,26 @@ def test_a_revocation_committed_elsewhere_shows_on_the_next_search(journal, text
     assert not after & shown
     assert not after & withheld
     assert all(name.startswith("keepsake-search-side") for name in text_side_threads)
+
+
+@override_settings(SEARCH_SIDES_IN_PARALLEL=True)
+def test_a_connection_pointed_at_another_database_keeps_both_sides_here():
+    """A bench may point this thread's default alias at another database (bench_isolation):
+    the helper's connection would not follow, so the side stays with the caller."""
+    from django.db import connections
+
+    def side():
+        return threading.current_thread().name
+
+    outer = connections["default"]
+    retrieval._SEARCH_SETTINGS.current = retrieval._SearchSettings()  # outermost: no transaction here
+    try:
+        waited = retrieval._SIDE_RUNNER.start(side)
+        assert waited is not side and waited().startswith("keepsake-search-side")
+        connections["default"] = outer.__class__({**outer.settings_dict, "NAME": "keepsake_elsewhere"})
+        assert not retrieval._on_the_configured_database()
+        assert retrieval._SIDE_RUNNER.start(side) is side
+    finally:
+        connections["default"] = outer
+        retrieval._SEARCH_SETTINGS.current = None
+    assert retrieval._on_the_configured_database()

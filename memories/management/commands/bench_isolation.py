@@ -11,6 +11,9 @@ alternates), so both see the same moment of a shared, noisy machine and the rati
 compares like with like; two separate runs of a few minutes each differed by up
 to 1.8x on their own. Each database keeps its own connection and its own search
 hints (retrieval.hint_caches). Recall is against each database's exact answer.
+Both run a hybrid search's two sides one after the other on that connection: the
+search helper (retrieval._SideRunner) keeps a connection to the database the settings
+name, so it is switched off for the whole run rather than used on one side only.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connections
@@ -122,6 +126,9 @@ class Command(BaseCommand):
         if options["queries"] <= 0 or options["limit"] <= 0:
             raise CommandError("--queries and --limit must be positive.")
         among_name = connections["default"].settings_dict["NAME"]
+        # Like against like: neither database's searches use the search helper (see above).
+        helper = settings.SEARCH_SIDES_IN_PARALLEL
+        settings.SEARCH_SIDES_IN_PARALLEL = False
         alone = _Database(options["alone"])
         username = f"{BENCH_USERNAME}_{options['owner']}"
         try:
@@ -134,6 +141,7 @@ class Command(BaseCommand):
             self._run(options, fractions, alone=alone, seeded_alone=seeded_alone, seeded_among=seeded_among)
         finally:
             alone.connection.close()
+            settings.SEARCH_SIDES_IN_PARALLEL = helper
 
     def _owner(self, username: str, memories: int, database: str) -> SeededOwner:
         user = get_user_model().objects.filter(username=username).first()
@@ -173,7 +181,8 @@ class Command(BaseCommand):
             f"{BENCH_USERNAME}_{options['owner']} ({seeded_among.memory_count} memories): "
             f"{alone_rows} memories in {options['alone']}, "
             f"{table_rows} in {connections['default'].settings_dict['NAME']}.\n"
-            f"{len(queries)} queries, k={limit}, each on both databases in turn. "
+            f"{len(queries)} queries, k={limit}, each on both databases in turn; a hybrid search's "
+            "full-text side after its vector side, on the same connection (no search helper). "
             f"Load average before: {_load()}\n"
         )
         self.stdout.write(
