@@ -65,19 +65,50 @@ def _fresh_search_hints() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _search_helper_disconnected(django_db_setup):
-    """At the end, before the test database is dropped, the search helper's connection is closed.
+def _test_database_released(django_db_setup, django_db_blocker):
+    """At the end, before the test database is dropped, nothing else is connected to it.
 
     A search outside any transaction (transactional tests, the browser tests' live
     server) runs its full-text side on a helper thread's own connection
-    (memories.retrieval._SideRunner), which would otherwise still be open on the
-    test database when it is dropped. Set up after the database (it asks for it), so
-    torn down before it.
+    (memories.retrieval._SideRunner): closed here. Any other session still on the
+    test database (a process a test started and did not stop) would make the drop
+    fail; it is named in a warning, so it can be found, and ended. Set up after the
+    database (it asks for it), so torn down before it.
     """
     yield
+    import warnings
+
+    from django.db import connection
+
     from memories import retrieval
 
     retrieval._SIDE_RUNNER.close()
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, client_port, state, left(query, 100) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        for pid, client_port, state, query in cursor.fetchall():
+            warnings.warn(
+                f"A session was still on the test database at the end ({state}, last {query!r}), "
+                f"opened by {_process_on_port(client_port)}",
+                stacklevel=1,
+            )
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _process_on_port(port: int | None) -> str:
+    """Which local process holds a TCP connection from `port` (the client side of a session)."""
+    import psutil
+
+    for found in psutil.net_connections(kind="tcp"):
+        if port is not None and found.laddr and found.laddr.port == port and found.pid:
+            try:
+                process = psutil.Process(found.pid)
+                return f"pid {found.pid} ({' '.join(process.cmdline())[:160]})"
+            except psutil.Error:
+                return f"pid {found.pid}"
+    return "a process not found (gone, or not on this machine)"
 
 
 @pytest.fixture(autouse=True)
