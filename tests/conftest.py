@@ -114,6 +114,25 @@ def _process_on_port(port: int | None) -> str:
     return "a process not found (gone, or not on this machine)"
 
 
+@pytest.fixture
+def text_side_threads(monkeypatch) -> list[str]:
+    """The name of the thread each hybrid search's full-text side ran in, in order: the
+    caller's, or the search helper's ("keepsake-search-side…", memories.retrieval._SideRunner)."""
+    import threading
+
+    from memories import retrieval
+
+    threads: list[str] = []
+    original = retrieval._text_matches
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "_text_matches", recorded)
+    return threads
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -701,37 +701,29 @@ def test_circle_surfaces_agree_with_the_reference_policy(spec, path):
 
 
 @pytest.mark.django_db(transaction=True)
-@settings(max_examples=6, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=world_spec)
-def test_circle_surfaces_with_the_full_text_side_on_the_search_helper_agree_with_the_reference_policy(spec):
+def test_circle_surfaces_with_the_full_text_side_on_the_search_helper_agree_with_the_reference_policy(
+    text_side_threads, spec
+):
     """The same checks with each circle search's full-text side on the search helper's own connection.
 
     The helper (retrieval._SideRunner) reads only what is committed: each world is
     committed, checked (its changes committed one by one) and deleted.
     """
-    import threading
-
     from django.contrib.auth import get_user_model
     from django.test import override_settings
 
     from portability.services import account_delete
 
-    threads: list[str] = []
-    original = retrieval._text_matches
-
-    def recorded(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return original(*args, **kwargs)
-
+    text_side_threads.clear()
     try:
-        with (
-            override_settings(SEARCH_SIDES_IN_PARALLEL=True),
-            mock.patch.object(retrieval, "_text_matches", recorded),
-        ):
+        with override_settings(SEARCH_SIDES_IN_PARALLEL=True):
             check_world(spec)
     finally:
         for circle in Circle.objects.all():
             circle.delete()
         for user in get_user_model().objects.all():
             account_delete(user=user, password="correct horse battery")  # UserFactory's
-    assert threads and all(name.startswith("keepsake-search-side") for name in threads), threads
+    assert text_side_threads
+    assert all(name.startswith("keepsake-search-side") for name in text_side_threads), text_side_threads

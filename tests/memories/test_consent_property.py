@@ -363,17 +363,7 @@ def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_re
 
 
 @pytest.fixture
-def text_side_on_helper(monkeypatch, settings):
-    """The threads memory_search's full-text side ran in, with the helper on."""
-    import threading
-
+def text_side_on_helper(text_side_threads, settings):
+    """The threads memory_search's full-text side ran in (text_side_threads), with the helper on."""
     settings.SEARCH_SIDES_IN_PARALLEL = True
-    threads: list[str] = []
-    original = retrieval._text_matches
-
-    def recorded(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(retrieval, "_text_matches", recorded)
-    return threads
+    return text_side_threads

@@ -35,20 +35,6 @@ def unit_vector(seed: int) -> list[float]:
 
 
 @pytest.fixture
-def text_side_threads(monkeypatch) -> list[str]:
-    """The name of the thread each full-text side ran in, in order."""
-    threads: list[str] = []
-    original = retrieval._text_matches
-
-    def recorded(*args, **kwargs):
-        threads.append(threading.current_thread().name)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(retrieval, "_text_matches", recorded)
-    return threads
-
-
-@pytest.fixture
 def journal():
     """An owner (Self granted) with 24 memories: a third with a withheld person, a third a granted one."""
     owner = UserFactory()
