@@ -111,6 +111,11 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # _SideRunner): on a machine with cores to spare the two statements take the time of the
 # slower one. Off (or on one core) both run one after the other.
 SEARCH_SIDES_IN_PARALLEL = env.bool("KEEPSAKE_SEARCH_PARALLEL", default=(os.cpu_count() or 1) > 1)
+# A search's transaction sends its BEGIN, settings and COMMIT with its statements (psycopg's
+# pipeline mode; memories/retrieval.py, _SearchSettings): two round trips on the request's
+# connection for an agent's hybrid search instead of five. Also off with
+# DATABASE_PREPARED_STATEMENTS=false (behind a pooler).
+SEARCH_PIPELINE = env.bool("KEEPSAKE_SEARCH_PIPELINE", default=True)
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_keepsake")}
 # The retrieval module asks PostgreSQL to plan a few statements once per connection
 # (memories/retrieval.py, _prepared): loading search results through a circle's gate

@@ -832,9 +832,11 @@ def _setting(name: str) -> str:
 
 
 @pytest.mark.django_db(transaction=True)  # SET LOCAL ends with the real transaction, not a savepoint
-def test_a_search_transaction_plans_every_statement_without_parallel_workers():
+@pytest.mark.parametrize("pipelined", [False, True], ids=["django's atomic", "pipelined"])
+def test_a_search_transaction_plans_every_statement_without_parallel_workers(settings, pipelined):
     from django.test.utils import CaptureQueriesContext
 
+    settings.SEARCH_PIPELINE = pipelined
     server = _setting("max_parallel_workers_per_gather")
     assert server != "0"  # the server's own setting, which a search turns off for itself
     # Any first statement runs with the setting in place.
@@ -849,8 +851,13 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers():
     statements = [
         query["sql"] for query in queries.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")
     ]
-    assert len(statements) == 3, statements  # the settings, then the two reads
-    assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[0]
+    if pipelined:
+        # Each its own statement, all sent with the first read (tests/memories/test_search_round_trips.py).
+        assert len(statements) == 4, statements
+        assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[1]
+    else:
+        assert len(statements) == 3, statements  # the settings, then the two reads
+        assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[0]
     # Nested: the inner transaction (a savepoint) sets it again; the outer keeps it after.
     with retrieval._search_transaction():
         with retrieval._search_transaction():

@@ -800,6 +800,7 @@ class Command(BaseCommand):
             f"{len(queries)} queries, k={limit}. {version.split(' on ')[0]}, pgvector {pgvector_version}, "
             f"{_cpu_count()} CPUs. Latency excludes embedding the query.\n"
             f"Hybrid search's full-text side: {_text_side_runs()}.\n"
+            f"Search transactions: {_search_transactions()}.\n"
             f"Load average before measuring: {_load()}\n"
         )
         header = (
@@ -874,6 +875,17 @@ def _text_side_runs() -> str:
     if getattr(django_settings, "SEARCH_SIDES_IN_PARALLEL", False):
         return "on the search helper's connection, beside the vector side (KEEPSAKE_SEARCH_PARALLEL)"
     return "after the vector side, on one connection (KEEPSAKE_SEARCH_PARALLEL=false)"
+
+
+def _search_transactions() -> str:
+    """How a search's BEGIN, settings and COMMIT reach the server (memories.retrieval._SearchSettings)."""
+    from memories import retrieval
+
+    with retrieval._search_transaction():
+        pipelined = retrieval._SEARCH_SETTINGS.current.pipelined
+    if pipelined:
+        return "sent with their statements (KEEPSAKE_SEARCH_PIPELINE)"
+    return "each statement on its own (KEEPSAKE_SEARCH_PIPELINE=false, or no pipelining here)"
 
 
 def _load() -> str:
