@@ -37,11 +37,13 @@ import contextlib
 import functools
 import logging
 import math
+import os
 import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy
@@ -50,7 +52,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.postgres.search import SearchHeadline, SearchQuery
 from django.core.exceptions import EmptyResultSet, ValidationError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import (
     BooleanField,
     Count,
@@ -804,9 +806,6 @@ class _SideRunner:
         self._pid = None
 
     def _pool(self):
-        import os
-        from concurrent.futures import ThreadPoolExecutor
-
         with self._lock:
             # Per process: a thread does not survive a fork (gunicorn's workers).
             if self._executor is None or self._pid != os.getpid():
@@ -850,8 +849,6 @@ class _SideRunner:
             return side
 
         def result():
-            from django.db import DatabaseError
-
             try:
                 return future.result()
             except DatabaseError:
@@ -875,8 +872,6 @@ _SIDE_RUNNER = _SideRunner()
 
 def _on_the_configured_database() -> bool:
     """Whether this thread's connection goes where the helper's would: the database the settings name."""
-    from django.db import connections
-
     configured = connections.settings[connection.alias]
     mine = connection.settings_dict
     return all(mine.get(key) == configured.get(key) for key in ("NAME", "HOST", "PORT", "USER"))
