@@ -324,3 +324,32 @@ def test_the_rate_limit_cache_keeps_one_redis_client_and_counts_with_it():
     assert cache._cache.get_client(key, write=True) is first
     cache.delete(key)
     assert cache.get(key) is None
+
+
+def test_incr_counts_an_existing_key_in_one_round_trip_and_never_makes_a_key_without_expiry(monkeypatch):
+    from django.core.cache import caches
+    from redis import Redis
+
+    cache = caches["ratelimit"]
+    key = f"incr-{time.monotonic_ns()}"
+    with pytest.raises(ValueError):
+        cache.incr(key)
+    assert cache.get(key) is None  # not created by the attempt
+    assert cache.add(key, 1, 60) is True
+    assert cache.incr(key) == 2  # (the first call loads the script)
+    commands: list[tuple] = []
+    original = Redis.execute_command
+
+    def counted(self, *args, **options):
+        commands.append(args)
+        return original(self, *args, **options)
+
+    monkeypatch.setattr(Redis, "execute_command", counted)
+    assert cache.incr(key, 5) == 7
+    assert [command[0] for command in commands] == ["EVALSHA"]
+    monkeypatch.setattr(Redis, "execute_command", original)
+    client = cache._cache.get_client(key, write=True)
+    assert 0 < client.ttl(cache.make_and_validate_key(key)) <= 60  # the window's expiry kept
+    cache.delete(key)
+    with pytest.raises(ValueError):
+        cache.incr(key)
