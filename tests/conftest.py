@@ -85,13 +85,13 @@ def _test_database_released(django_db_setup, django_db_blocker):
     retrieval._SIDE_RUNNER.close()
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pid, client_port, state, left(query, 100) FROM pg_stat_activity "
+            "SELECT pid, client_port, state, left(query, 100), application_name FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-        for pid, client_port, state, query in cursor.fetchall():
+        for pid, client_port, state, query, application in cursor.fetchall():
             warnings.warn(
-                f"A session was still on the test database at the end ({state}, last {query!r}), "
-                f"opened by {_process_on_port(client_port)}",
+                f"A session was still on the test database at the end ({state}, last {query!r}, "
+                f"application {application!r}), opened by {_process_on_port(client_port)}",
                 stacklevel=1,
             )
             try:

@@ -161,6 +161,9 @@ class Worker:
             "REDIS_URL": broker_url,
             "KEEPSAKE_BACKUP_DIR": str(directory / "backups"),
             "PYTHONUNBUFFERED": "1",
+            # Its sessions named as the worker's in pg_stat_activity (libpq reads PGAPPNAME):
+            # tests/conftest.py names any session left on the test database at the end.
+            "PGAPPNAME": "keepsake test worker",
             **environment,
         }
         self.process: subprocess.Popen | None = None

@@ -11,6 +11,7 @@ import json
 import threading
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -32,7 +33,12 @@ def _in_time(request, *args, **kwargs):
     outcome: dict = {}
 
     def run() -> None:
-        outcome["response"] = request(*args, **kwargs)
+        try:
+            outcome["response"] = request(*args, **kwargs)
+        finally:
+            # This thread's own database connection (kept a minute, CONN_MAX_AGE) would
+            # otherwise stay open past the test, on the test database.
+            connection.close()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
