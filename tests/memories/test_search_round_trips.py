@@ -10,10 +10,7 @@ off (Django's atomic, every statement on its own).
 from __future__ import annotations
 
 import threading
-import uuid
-from datetime import timedelta
 
-import numpy as np
 import psycopg
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -22,44 +19,19 @@ from django.utils import timezone
 from psycopg import _cursor_base, _pipeline_base, generators
 
 from memories import retrieval
-from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
+from memories.models import Memory
 from memories.retrieval import NO_CUTOFF, memory_search, memory_similar
-from people.models import ConsentStatus, Person
+from people.models import ConsentStatus
 from people.services import person_set_consent
-from tests.factories import UserFactory
+from tests.memories.search_journal import WORDS, make_journal, search, unit_vector
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-WORDS = ["lantern", "orchard", "violin", "harbor"]
-
-
-def unit_vector(seed: int) -> list[float]:
-    vector = np.random.default_rng(seed).standard_normal(EMBEDDING_DIMENSIONS)
-    return [float(value) for value in vector / np.linalg.norm(vector)]
 
 
 @pytest.fixture
 def journal():
-    """An owner (Self granted) with 24 memories: a third with a withheld person, a third a granted one."""
-    owner = UserFactory()
-    granted = Person.objects.create(owner=owner, display_name="Gran", consent_status=ConsentStatus.GRANTED)
-    withheld = Person.objects.create(owner=owner, display_name="Wes", consent_status=ConsentStatus.REVOKED)
-    now = timezone.now()
-    withheld_ids = set()
-    for number in range(24):
-        memory = Memory.objects.create(
-            id=uuid.uuid4(),
-            owner=owner,
-            body=f"{WORDS[number % 4]} {WORDS[(number + 1) % 4]} number {number}",
-            occurred_at=now - timedelta(days=number),
-            embedding=unit_vector(number),
-        )
-        if number % 3 == 1:
-            MemoryParticipant.objects.create(memory=memory, person=granted, role="subject")
-        elif number % 3 == 2:
-            MemoryParticipant.objects.create(memory=memory, person=withheld, role="subject")
-            withheld_ids.add(memory.pk)
-    return owner, withheld, withheld_ids
+    """make_journal(): committed, as in production."""
+    return make_journal()
 
 
 @pytest.fixture
@@ -84,18 +56,6 @@ def round_trips(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(_cursor_base, "execute", execute)  # a cursor's statement
     monkeypatch.setattr(_pipeline_base.BasePipeline, "_exit_gen", exit_gen)
     return counted
-
-
-def search(owner, words: str, *, respect_consent: bool, seed: int = 7) -> list[tuple[uuid.UUID, float]]:
-    hits = memory_search(
-        owner,
-        words,
-        respect_consent=respect_consent,
-        limit=12,
-        query_embedding=unit_vector(seed),
-        relevance=NO_CUTOFF,
-    )
-    return [(hit.memory.pk, round(hit.score, 9)) for hit in hits]
 
 
 def _setting(name: str) -> str:
