@@ -120,6 +120,13 @@ ANN_EF_SEARCH_MAX = 1_000
 # only drains the candidates it already holds, so a query nothing can satisfy
 # ends instead of walking the whole graph (default 20,000).
 ANN_MAX_SCAN_TUPLES = 2_000
+# pgvector also ends an iterative scan when its memory passes hnsw.scan_mem_multiplier
+# x work_mem (4 MB by default): with full-precision 384-dimension vectors, a few
+# thousand visited entries. Entries of deleted rows that VACUUM has not removed yet
+# count against both bounds. pgvector's default, set with the others so that it is
+# this module's choice (tests that check the gate rather than the budget raise it:
+# their database keeps every rolled-back row's entries).
+ANN_SCAN_MEM_MULTIPLIER = 1
 # The agents' index (memories nothing blocks, half precision; m=24,
 # ef_construction=128). When few of an owner's memories are open, an agent's ten
 # nearest include memories barely related to the query: near-ties that only a
@@ -942,11 +949,12 @@ def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> lis
 def _set_hnsw(
     *, ef_search: int, max_scan_tuples: int, backlog_of: int | None = None
 ) -> Callable[[], bool | None]:
-    """SET LOCAL the HNSW scan's settings; with `backlog_of` (an owner id), also ask whether that
-    owner has open rows waiting for the agents' index (_open_hint's probe). Returns a function
-    that gives that answer (None when not asked): read it after the index statement.
+    """SET LOCAL the HNSW scan's settings (ANN_SCAN_MEM_MULTIPLIER too); with `backlog_of` (an
+    owner id), also ask whether that owner has open rows waiting for the agents' index
+    (_open_hint's probe). Returns a function that gives that answer (None when not asked):
+    read it after the index statement.
 
-    One statement for the three settings (each costs ~0.2 ms on its own), the search
+    One statement for the settings (each costs ~0.2 ms on its own), the search
     transaction's own when this is its first statement (_SearchSettings), and the
     probe when _open_hint left it to the scan (a statement less for a big owner's search).
     In a pipelined search transaction the statement is held back and goes to the server
@@ -957,10 +965,15 @@ def _set_hnsw(
     probe = f"EXISTS ({_BACKLOG_PROBE})" if backlog_of is not None else "NULL"
     sql = (
         f"SELECT {probe}, set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)"
-        + (f", {first}" if first else "")
+        "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true), "
+        "set_config('hnsw.scan_mem_multiplier', %s, true)" + (f", {first}" if first else "")
     )
-    params = [*([backlog_of] if backlog_of is not None else []), str(ef_search), str(max_scan_tuples)]
+    params = [
+        *([backlog_of] if backlog_of is not None else []),
+        str(ef_search),
+        str(max_scan_tuples),
+        str(ANN_SCAN_MEM_MULTIPLIER),
+    ]
     if search_settings is not None and search_settings.pipelined and not search_settings.committed:
         cursor = search_settings.hold(sql, params, answer=backlog_of is not None)
         if backlog_of is None:

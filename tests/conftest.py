@@ -115,6 +115,15 @@ def _process_on_port(port: int | None) -> str:
 
 
 @pytest.fixture
+def unbounded_index_scans():
+    """The HNSW scans without their budgets for this test (tests/index_scans.py says why)."""
+    from tests.index_scans import unbounded_index_scans
+
+    with unbounded_index_scans():
+        yield
+
+
+@pytest.fixture
 def text_side_threads(monkeypatch) -> list[str]:
     """The name of the thread each hybrid search's full-text side ran in, in order: the
     caller's, or the search helper's ("keepsake-search-side…", memories.retrieval._SideRunner)."""

@@ -58,6 +58,7 @@ from people.models import Person, PersonConsent
 from people.services import person_set_consent
 from tests.api.conftest import ApiClient
 from tests.factories import UserFactory
+from tests.index_scans import unbounded_index_scans
 from tests.memories.consent_oracle import OracleCircle, OracleMemory, OraclePerson, OracleWorld
 
 pytestmark = pytest.mark.django_db
@@ -682,9 +683,8 @@ def vector_path(path: str) -> contextlib.AbstractContextManager:
     stack = contextlib.ExitStack()
     stack.enter_context(mock.patch.object(retrieval, "CIRCLE_EXACT_CANDIDATES_MAX", 0))
     stack.enter_context(mock.patch.object(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0))
-    # Rolled-back rows of earlier examples leave dead index entries that must not
-    # exhaust the scan budget of the path under test (as in test_retrieval).
-    stack.enter_context(mock.patch.object(retrieval, "CIRCLE_ANN_MAX_SCAN_TUPLES", 1_000_000))
+    # Dead index entries of earlier tests and examples must not end the scan (tests/index_scans.py).
+    stack.enter_context(unbounded_index_scans())
     return stack
 
 

@@ -163,12 +163,11 @@ def unindexed_neighbours(owner) -> list:
 
 
 @pytest.fixture
-def index_path(monkeypatch):
+def index_path(monkeypatch, unbounded_index_scans):
     """Agents' searches through the open-gate HNSW index (and the exact search beside it)."""
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
     monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
 
 
 def test_memories_a_grant_opens_are_found_at_once_and_indexed_by_the_task(alice, index_path):

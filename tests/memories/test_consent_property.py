@@ -317,10 +317,9 @@ def vector_path(request, monkeypatch):
     if request.param == "index":
         monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
         monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
-        # As in test_retrieval: rolled-back rows of earlier tests leave dead index
-        # entries that must not exhaust the scan budget of the path under test.
-        monkeypatch.setattr(retrieval, "ANN_MAX_SCAN_TUPLES", 1_000_000)
-        monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
+        # Dead index entries of earlier tests and examples must not end the scan
+        # (tests/index_scans.py).
+        request.getfixturevalue("unbounded_index_scans")
     return request.param
 
 

@@ -81,13 +81,8 @@ def strategy(request, monkeypatch):
     if request.param == "index":
         monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
         monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
-        # The test database's HNSW index keeps the entries of rows that earlier
-        # tests rolled back (nothing vacuums between tests), and dead entries count
-        # against hnsw.max_scan_tuples. The budget is bench_retrieval's subject;
-        # here the index path is checked for the gate, so dead entries must not
-        # exhaust it and make the result depend on test order.
-        monkeypatch.setattr(retrieval, "ANN_MAX_SCAN_TUPLES", 1_000_000)
-        monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
+        # Dead index entries of earlier tests must not end the scan (tests/index_scans.py).
+        request.getfixturevalue("unbounded_index_scans")
     return request.param
 
 
@@ -387,12 +382,11 @@ def test_exact_path_over_open_memories_falls_back_when_filters_drop_the_nearest(
     assert all(hit.similarity is not None for hit in hits)
 
 
-def test_agents_index_path_ranks_at_full_precision(alice, monkeypatch):
+def test_agents_index_path_ranks_at_full_precision(alice, monkeypatch, unbounded_index_scans):
     # Memories whose half-precision copies are identical but whose full vectors
     # differ: the index path orders by the copy, then re-ranks by the full vector.
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     angles = (0.30004, 0.30002, 0.30003, 0.30001)
     created = {angle: memory(alice, "a lantern", angle=angle) for angle in angles}
     anchor = memory(alice, "the query", angle=0.0)
@@ -417,7 +411,9 @@ def _agents_index_widths(owner) -> list[int]:
     ]
 
 
-def test_a_mostly_gated_journal_is_searched_exactly_a_small_open_one_through_the_index(alice, monkeypatch):
+def test_a_mostly_gated_journal_is_searched_exactly_a_small_open_one_through_the_index(
+    alice, monkeypatch, unbounded_index_scans
+):
     # When most of the journal is gated, the nearest open memories are near-ties far
     # from the query, which only a near-exhaustive index scan finds: exact search over
     # the open ones costs less (memory_gate_open_vectors). An owner who simply has few
@@ -425,7 +421,6 @@ def test_a_mostly_gated_journal_is_searched_exactly_a_small_open_one_through_the
     # (the size test is a kept hint).
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     bob = person(alice, "Bob", ConsentStatus.PENDING)
     open_ones = [memory(alice, f"an open evening {n}", angle=0.01 * n) for n in range(4)]
     memory(alice, "a gated evening", angle=0.005, people=[bob])
@@ -611,14 +606,13 @@ def test_vectors_stay_in_the_row_of_a_journal_sized_memory(alice):
 
 
 def test_agents_search_goes_exact_when_the_owners_open_memories_are_a_thin_share_of_the_index(
-    alice, monkeypatch
+    alice, monkeypatch, unbounded_index_scans
 ):
     # Beside a million other open memories, an owner with a few thousand open ones
     # would make the bounded index scan come back short; the exact path answers at
     # once, with the same (exact) result.
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 2)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(6)]
     hidden = memory(alice, "lantern hidden", angle=0.05, people=[person(alice, "Pat", ConsentStatus.PENDING)])
     taken = []
@@ -652,11 +646,12 @@ def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
         retrieval._open_index_rows()
 
 
-def test_owner_search_widens_when_the_owner_is_a_thin_share_of_the_table(alice, monkeypatch):
+def test_owner_search_widens_when_the_owner_is_a_thin_share_of_the_table(
+    alice, monkeypatch, unbounded_index_scans
+):
     # The index of all memories meets an owner's memories at the rate of their share
     # of the table: ef_search grows as the share shrinks (up to pgvector's 1,000).
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "ANN_MAX_SCAN_TUPLES", 1_000_000)
     created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(5)]
     settings = []
     original = retrieval._set_hnsw
@@ -833,10 +828,13 @@ def _setting(name: str) -> str:
 
 @pytest.mark.django_db(transaction=True)  # SET LOCAL ends with the real transaction, not a savepoint
 @pytest.mark.parametrize("pipelined", [False, True], ids=["django's atomic", "pipelined"])
-def test_a_search_transaction_plans_every_statement_without_parallel_workers(settings, pipelined):
+def test_a_search_transaction_plans_every_statement_without_parallel_workers(
+    settings, pipelined, monkeypatch
+):
     from django.test.utils import CaptureQueriesContext
 
     settings.SEARCH_PIPELINE = pipelined
+    monkeypatch.setattr(retrieval, "ANN_SCAN_MEM_MULTIPLIER", 3)
     server = _setting("max_parallel_workers_per_gather")
     assert server != "0"  # the server's own setting, which a search turns off for itself
     # Any first statement runs with the setting in place.
@@ -858,6 +856,12 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers(set
     else:
         assert len(statements) == 3, statements  # the settings, then the two reads
         assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[0]
+    # The scan's bounds with it, for the search only.
+    with retrieval._search_transaction():
+        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+        assert _setting("hnsw.max_scan_tuples") == "5000"
+        assert _setting("hnsw.scan_mem_multiplier") == "3"
+    assert _setting("hnsw.max_scan_tuples") != "5000" and _setting("hnsw.scan_mem_multiplier") != "3"
     # Nested: the inner transaction (a savepoint) sets it again; the outer keeps it after.
     with retrieval._search_transaction():
         with retrieval._search_transaction():

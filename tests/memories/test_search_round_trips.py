@@ -173,7 +173,9 @@ def test_inside_a_callers_transaction_the_search_is_djangos_and_sees_its_rows(jo
     assert _idle()
 
 
-def test_a_grant_is_found_by_the_probe_read_after_the_index_statement(journal, monkeypatch):
+def test_a_grant_is_found_by_the_probe_read_after_the_index_statement(
+    journal, monkeypatch, unbounded_index_scans
+):
     """A big owner's count is trusted and the probe for rows waiting for the agents' index goes
     with the scan's settings (_set_hnsw), held back and read after the index statement."""
     owner, withheld, withheld_ids = journal
@@ -182,7 +184,6 @@ def test_a_grant_is_found_by_the_probe_read_after_the_index_statement(journal, m
     monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
     monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
     monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "OPEN_ANN_MAX_SCAN_TUPLES", 1_000_000)
     retrieval.forget_hints()
     asked, beside = [], []
     original, unindexed = retrieval._set_hnsw, retrieval._unindexed_open_neighbours

@@ -1,0 +1,33 @@
+"""The HNSW index paths without their scan budgets: for tests that check what passes the gate.
+
+The test database's HNSW indexes keep the entries of every row an earlier test or
+Hypothesis example rolled back (nothing vacuums between tests). pgvector ends an
+iterative scan at hnsw.max_scan_tuples visited entries or when its memory passes
+hnsw.scan_mem_multiplier x work_mem, and dead entries count against both: measured,
+a graph holding 60,000 rolled-back vectors and 3 live ones gave LIMIT 3 back 0-2 rows
+at the default memory bound and all 3 at a hundred times it. How far a scan may go is
+bench_retrieval's subject; here it must not make a result depend on test order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from unittest import mock
+
+from memories import retrieval
+
+UNBOUNDED = {
+    "ANN_MAX_SCAN_TUPLES": 1_000_000,
+    "OPEN_ANN_MAX_SCAN_TUPLES": 1_000_000,
+    "CIRCLE_ANN_MAX_SCAN_TUPLES": 1_000_000,
+    "ANN_SCAN_MEM_MULTIPLIER": 1_000,  # pgvector's ceiling
+}
+
+
+@contextlib.contextmanager
+def unbounded_index_scans() -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for name, value in UNBOUNDED.items():
+            stack.enter_context(mock.patch.object(retrieval, name, value))
+        yield
