@@ -64,6 +64,17 @@ def _fresh_search_hints() -> None:
     retrieval.forget_hints()
 
 
+@pytest.fixture(autouse=True)
+def _sessions_named_by_test(request, monkeypatch) -> None:
+    """Each database session a test opens carries its name (libpq reads PGAPPNAME on connect).
+
+    The test's own threads and the processes it starts connect with it too, so a session
+    still on the test database at the end (_test_database_released) names the test that
+    opened it. The tail of the test's id: the server keeps 63 characters.
+    """
+    monkeypatch.setenv("PGAPPNAME", request.node.nodeid[-63:])
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_database_released(django_db_setup, django_db_blocker):
     """At the end, before the test database is dropped, nothing else is connected to it.
