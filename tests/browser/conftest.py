@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,26 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+DESKTOP = {"width": 1280, "height": 900}
+
+
+@contextlib.contextmanager
+def playwright_running():
+    """Playwright's sync API, for one test; the database sessions the test opened meanwhile closed at the end.
+
+    While Playwright's event loop runs in the test thread, Django keeps that thread's
+    connections apart from its usual ones (asgiref's Local: a context variable while a
+    loop runs), so the test's own ORM calls open a session that nothing else closes:
+    one was found still on the test database at the end of the run, named by its test.
+    """
+    from django.db import connections
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        try:
+            yield playwright
+        finally:
+            connections.close_all()  # the ones opened while the loop ran
 
 
 def require_chromium(path: Path = CHROMIUM) -> None:
@@ -35,11 +57,9 @@ def require_chromium(path: Path = CHROMIUM) -> None:
 def browser_page():
     """A headless Debian chromium page."""
     require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
+    with playwright_running() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context = browser.new_context(viewport=DESKTOP)
         page = context.new_page()
         page.set_default_timeout(15_000)
         try:
@@ -53,3 +73,21 @@ def browser_page():
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def new_person_page() -> Iterator[Callable]:
+    """One chromium; each call opens a page in its own context (own cookies: one person each)."""
+    require_chromium()
+    with playwright_running() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+        def open_page():
+            page = browser.new_context(viewport=DESKTOP).new_page()
+            page.set_default_timeout(15_000)
+            return page
+
+        try:
+            yield open_page
+        finally:
+            browser.close()

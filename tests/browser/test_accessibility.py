@@ -26,7 +26,7 @@ from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
 
-from .conftest import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from .conftest import CHROMIUM, CHROMIUM_ARGS, playwright_running, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -55,9 +55,7 @@ def axe_page():
     """A chromium page whose context lets Playwright inject axe-core despite the CSP."""
     require_chromium()
     require_axe()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
+    with playwright_running() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
         page = context.new_page()

@@ -8,18 +8,16 @@ the circle itself the moment Alice removes him.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from tests.browser.conftest import DESKTOP
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "a sturdy passphrase"
-DESKTOP = {"width": 1280, "height": 900}
 # The innermost elements of the page's content that stick out past the window's right
 # edge (a sideways scroll on a phone). The site header is every page's, not the circles'.
 WIDER_THAN_WINDOW = """() => {
@@ -36,26 +34,6 @@ WIDER_THAN_WINDOW = """() => {
       return `<${name}> "${text}" ends at ${Math.round(el.getBoundingClientRect().right)}px`;
     });
 }"""
-
-
-@pytest.fixture
-def new_person_page() -> Iterator[Callable[[], Page]]:
-    """One chromium; each call opens a page in its own context (own cookies: one person each)."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-
-        def open_page() -> Page:
-            page = browser.new_context(viewport=DESKTOP).new_page()
-            page.set_default_timeout(15_000)
-            return page
-
-        try:
-            yield open_page
-        finally:
-            browser.close()
 
 
 def sign_up(page: Page, username: str) -> None:

@@ -9,7 +9,6 @@ for Bob says he decides and offers her no way to grant for him.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 
 import pytest
 from django.urls import reverse
@@ -17,33 +16,12 @@ from playwright.sync_api import Locator, Page, expect
 
 from memories.embeddings import embed_text
 from memories.models import Memory
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, require_chromium
-from tests.browser.test_circles import DESKTOP, shoot, sign_up
+from tests.browser.test_circles import shoot, sign_up
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 MEMORY_BODY = "Bob taught me chess in the park."
 QUESTION = "Who taught me chess?"
-
-
-@pytest.fixture
-def new_person_page() -> Iterator[Callable[[], Page]]:
-    """One chromium; each call opens a page in its own context (own cookies: one person each)."""
-    require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-
-        def open_page() -> Page:
-            page = browser.new_context(viewport=DESKTOP).new_page()
-            page.set_default_timeout(15_000)
-            return page
-
-        try:
-            yield open_page
-        finally:
-            browser.close()
 
 
 def agents_card(page: Page) -> Locator:
