@@ -869,3 +869,59 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers(
         assert _setting("max_parallel_workers_per_gather") == "0"
     assert _setting("max_parallel_workers_per_gather") == server
     assert getattr(retrieval._SEARCH_SETTINGS, "current", None) is None
+
+
+def _agents_nearest(owner, limit: int) -> list:
+    """The agents' vector side as memory_search runs it without filters (the gate compiled once)."""
+    with retrieval._search_transaction():
+        return [
+            memory_id
+            for memory_id, _ in retrieval._nearest_neighbours(
+                retrieval.agent_visible_memories(owner),
+                toward(0.0),
+                owner_id=owner.pk,
+                limit=limit,
+                gated=True,
+                visible=retrieval._compiled_scope(owner.pk, respect_consent=True),
+            )
+        ]
+
+
+@pytest.mark.parametrize("hidden_nearest", [0, 12], ids=["the nearest pass", "the nearest hidden"])
+def test_the_agents_index_takes_its_nearest_by_id_and_scans_on_when_too_few_pass(
+    alice, monkeypatch, unbounded_index_scans, hidden_nearest
+):
+    # Without filters the agents' index statement first ranks the index's nearest few through
+    # the gate by id (a statement planned once per connection); when the lifecycle hides too
+    # many of them, the scan that goes on until enough pass answers. The same answer as that
+    # scan alone, and never a gated or hidden memory.
+    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    expired = timezone.now() - timedelta(days=1)
+    hidden = [
+        memory(alice, f"expired {n}", angle=0.001 * n, expires_at=expired) for n in range(hidden_nearest)
+    ]
+    # Hidden: fewer than the 4 asked can pass among the 8 candidates, whichever 8 the index gives.
+    shown = [memory(alice, f"lantern {n}", angle=0.1 + 0.01 * n) for n in range(3 if hidden else 8)]
+    gated = memory(alice, "gated", angle=0.05, people=[person(alice, "Pat", ConsentStatus.PENDING)])
+    statements: list[str] = []
+    original = retrieval._fetch_prepared
+
+    def recording(sql, params, **options):
+        if "owner_id + 0" in sql:
+            statements.append("nearest by id")
+        elif "ORDER BY gate.embedding <=>" in sql:
+            statements.append("scan")
+        return original(sql, params, **options)
+
+    monkeypatch.setattr(retrieval, "_fetch_prepared", recording)
+    found = _agents_nearest(alice, limit=2)  # fetches 4: 8 candidates
+    assert found == [m.pk for m in shown[:2]]
+    assert statements == (["nearest by id"] if not hidden else ["nearest by id", "scan"])
+    assert not {gated.pk, *(m.pk for m in hidden)} & set(_agents_nearest(alice, limit=10))
+
+    statements.clear()
+    monkeypatch.setattr(retrieval, "OPEN_ANN_PLANNED_ONCE", False)
+    assert _agents_nearest(alice, limit=2) == found
+    assert statements == ["scan"]
