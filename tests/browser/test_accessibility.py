@@ -26,7 +26,7 @@ from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
 
-from .conftest import CHROMIUM, CHROMIUM_ARGS, playwright_running, require_chromium
+from .conftest import CHROMIUM, CHROMIUM_ARGS, DESKTOP, playwright_running, require_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -57,7 +57,7 @@ def axe_page():
     require_axe()
     with playwright_running() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+        context = browser.new_context(viewport=DESKTOP, bypass_csp=True)
         page = context.new_page()
         page.set_default_timeout(20_000)
         try:

@@ -873,18 +873,10 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers(
 
 def _agents_nearest(owner, limit: int) -> list:
     """The agents' vector side as memory_search runs it without filters (the gate compiled once)."""
-    with retrieval._search_transaction():
-        return [
-            memory_id
-            for memory_id, _ in retrieval._nearest_neighbours(
-                retrieval.agent_visible_memories(owner),
-                toward(0.0),
-                owner_id=owner.pk,
-                limit=limit,
-                gated=True,
-                visible=retrieval._compiled_scope(owner.pk, respect_consent=True),
-            )
-        ]
+    from memories.management.commands.bench_retrieval import nearest_ids
+
+    scope = retrieval.memory_scope(owner, respect_consent=True)
+    return nearest_ids(scope, toward(0.0), owner_id=owner.pk, limit=limit, gated=True)
 
 
 @pytest.mark.parametrize("hidden_nearest", [0, 12], ids=["the nearest pass", "the nearest hidden"])
