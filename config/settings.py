@@ -116,6 +116,10 @@ SEARCH_SIDES_IN_PARALLEL = env.bool("KEEPSAKE_SEARCH_PARALLEL", default=(os.cpu_
 # connection for an agent's hybrid search instead of five. Also off with
 # DATABASE_PREPARED_STATEMENTS=false (behind a pooler).
 SEARCH_PIPELINE = env.bool("KEEPSAKE_SEARCH_PIPELINE", default=True)
+# Agents' searches over an owner with thousands of open memories beside many more gated ones
+# rank a copy of the open vectors kept in the process (memories/open_vectors.py): at most
+# this many rows per process (~1.5 KB each), all owners together; 0 keeps none.
+SEARCH_OPEN_VECTORS_ROWS = env.int("KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS", default=60_000)
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_keepsake")}
 # The retrieval module asks PostgreSQL to plan a few statements once per connection
 # (memories/retrieval.py, _prepared): loading search results through a circle's gate
@@ -344,6 +348,9 @@ CELERY_BEAT_SCHEDULE: dict = {
         "schedule": float(MEMORY_SWEEP_INTERVAL),
         "options": {"queue": MEMORY_EMBEDDINGS_BULK_QUEUE, "expires": MEMORY_SWEEP_INTERVAL * 2},
     },
+    # Which transactions changed owners' open gate rows (memories/open_vectors.py): rows of
+    # ended transactions go once no copy of the open vectors a web process keeps can need them.
+    "memories-gate-changes-prune": {"task": "memories.gate_changes_prune", "schedule": 300.0},
 }
 
 # --- Memory lifecycle (memories/lifecycle.py) --------------------------------

@@ -256,6 +256,45 @@ class MemoryGate(models.Model):
         return f"{self.memory_id}: {self.blocked_count} blocking"
 
 
+class MemoryGateChange(models.Model):
+    """Which transactions changed an owner's open, embedded gate rows: one row per owner and transaction.
+
+    Written ONLY by the statement triggers of migration 0016 (never by Python code),
+    in the transaction that makes the change, whenever a gate row becomes open and
+    embedded, stops being either, or changes its embedding while open: a grant, a
+    revocation, a memory embedded or deleted. `xid` is that transaction's id
+    (pg_current_xact_id, as a number). Each transaction inserts only its own rows,
+    so writers never wait for each other here.
+
+    It tells a copy of an owner's open vectors kept in a web process
+    (memories/open_vectors.py) whether it is still whole: a copy read with
+    snapshot S misses a change exactly when a row of a transaction S did not see
+    is visible now. It decides only where a search's candidates come from; the
+    gate in SQL still decides what passes. `completed_at` is set by the prune
+    (memories.gate_changes_prune) once the transaction has ended; rows are deleted
+    a while after that, when no kept copy can predate them.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    xid = models.BigIntegerField()
+    completed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            # Also the index the freshness probe reads: an owner's rows from a transaction id on.
+            models.UniqueConstraint(fields=["owner", "xid"], name="memory_gate_change_owner_xid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"owner {self.owner_id}, transaction {self.xid}"
+
+
 class MemoryText(models.Model):
     """A narrow copy of what hybrid search ranks on its full-text side, kept by database triggers.
 

@@ -69,6 +69,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from config.rows import columns, instance
+from memories import open_vectors
 from memories.models import (
     EMBEDDING_DIMENSIONS,
     EdgeKind,
@@ -1224,14 +1225,65 @@ def _open_candidates_neighbours(
     gate = MemoryGate._meta.db_table
     vector = _vector_text(embedding)
     open_rows = f"SELECT memory_id FROM {gate} WHERE owner_id = %s AND blocked_count = 0"
-    # + 0: a sort over these few, never the agents' index (see _ranked_through).
-    nearest_open = (
-        f"{open_rows} AND embedding IS NOT NULL ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT %s"
+    rows = _kept_open_neighbours(
+        visible, vector, embedding, owner_id=owner_id, limit=limit, open_count=open_count
     )
-    rows = _ranked_through(visible, vector, (f"ARRAY({nearest_open})", [owner_id, vector, fetch]), limit)
+    if rows is None:
+        # + 0: a sort over these few, never the agents' index (see _ranked_through).
+        nearest_open = (
+            f"{open_rows} AND embedding IS NOT NULL "
+            "ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT %s"
+        )
+        rows = _ranked_through(visible, vector, (f"ARRAY({nearest_open})", [owner_id, vector, fetch]), limit)
     if len(rows) < limit and open_count > fetch:
         rows = _ranked_through(visible, vector, (f"ARRAY({open_rows})", [owner_id]), limit)
     return rows
+
+
+def _kept_open_neighbours(
+    visible: tuple[str, list],
+    vector: str,
+    embedding: Sequence[float],
+    *,
+    owner_id: int,
+    limit: int,
+    open_count: int,
+) -> list[tuple[uuid.UUID, float]] | None:
+    """_open_candidates_neighbours' first pass from the process's copy of the owner's open vectors.
+
+    The nearest `limit` x EXACT_CANDIDATES_OVERFETCH by the copy (memories/open_vectors.py),
+    ranked through `visible` at full precision as the SQL pass ranks its own, in one
+    statement that also asks whether the copy is still whole. None when there is no copy
+    to use (too few open rows, not the search's own transaction, not read yet and not
+    readable now) or it has missed a change (then dropped): the SQL pass runs instead.
+    """
+    if not open_vectors.ENABLED or open_vectors.MAX_ROWS <= 0 or open_count <= open_vectors.MIN_ROWS:
+        return None
+    search_settings = getattr(_SEARCH_SETTINGS, "current", None)
+    if search_settings is None or not search_settings.outermost:
+        return None
+    copy = open_vectors.kept(owner_id) or open_vectors.read(owner_id)
+    if copy is None:
+        return None
+    candidates = copy.nearest(embedding, limit * EXACT_CANDIDATES_OVERFETCH)
+    scope_sql, scope_params = visible
+    # The flag row first (its id NULL), then the ranked rows; one statement, one snapshot.
+    answer = _fetch_prepared(
+        f"SELECT NULL::uuid, NULL::float8, {open_vectors.STALE_SQL} UNION ALL "
+        "(SELECT visible.id, visible.embedding <=> %s::vector, NULL::boolean "
+        f"FROM ({scope_sql}) AS visible (id, embedding) "
+        "WHERE visible.id = ANY(%s::uuid[]) AND visible.embedding IS NOT NULL "
+        "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s)",
+        [*open_vectors.stale_params(copy), vector, *scope_params, candidates, vector, limit],
+    )
+    stale = next(row[2] for row in answer if row[0] is None)
+    if stale:
+        open_vectors.forget(owner_id, copy)
+        return None
+    # (A union's rows keep each branch's order in PostgreSQL; sorted again rather than relied on.)
+    return sorted(
+        ((row[0], row[1]) for row in answer if row[0] is not None), key=lambda row: (row[1], row[0])
+    )
 
 
 # Owners found to keep more than EXACT_SEARCH_MAX_MEMORIES memories: owner id ->
@@ -1418,7 +1470,8 @@ _RELATION_ROWS: dict[str, tuple[float, int]] = {}
 
 
 def forget_hints() -> None:
-    """Drop the per-process statistics hints (owner shares, relation sizes, open counts).
+    """Drop the per-process statistics hints (owner shares, relation sizes, open counts) and
+    the copies of open vectors (memories/open_vectors.py).
 
     For what changes the data wholesale and measures at once (the benchmark
     after it flips a gated fraction; each test): a server reads them again after
@@ -1431,7 +1484,15 @@ def forget_hints() -> None:
 def hint_caches() -> tuple[list | dict, ...]:
     """The per-process hints, each a list or dict: what forget_hints empties, and what a
     benchmark that searches two databases in turn keeps apart (bench_isolation)."""
-    return (_OWNER_SHARES, _RELATION_ROWS, _OPEN_COUNTS, _SPARSE_OWNERS, _BIG_OWNERS, _CIRCLE_OPEN_COUNTS)
+    return (
+        _OWNER_SHARES,
+        _RELATION_ROWS,
+        _OPEN_COUNTS,
+        _SPARSE_OWNERS,
+        _BIG_OWNERS,
+        _CIRCLE_OPEN_COUNTS,
+        *open_vectors.caches(),
+    )
 
 
 def _relation_rows(name: str) -> int:

@@ -26,7 +26,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 
-from memories import gate_index, kind_inference, lifecycle, services, supersession
+from memories import gate_index, kind_inference, lifecycle, open_vectors, services, supersession
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +230,17 @@ def index_opened_gates(owner_id: int | None = None) -> int:
     if more:
         enqueue(index_opened_gates, owner_id, queue=settings.MEMORY_EMBEDDINGS_BULK_QUEUE)
     return indexed
+
+
+@shared_task(name="memories.gate_changes_prune", soft_time_limit=50, time_limit=60, **RETRY_OPTIONS)
+def gate_changes_prune() -> int:
+    """Beat: mark the gate change rows of ended transactions, delete those no kept copy needs.
+
+    (memories/open_vectors.py.) Returns how many rows it deleted.
+    """
+    with transaction.atomic():
+        _, deleted = open_vectors.prune()
+    return deleted
 
 
 # --- Lifecycle (memories/lifecycle.py, memories/supersession.py) ---------------------

@@ -52,7 +52,7 @@ from circles.agent import circle_agent_update
 from circles.models import Circle
 from circles.services import circle_create, circle_update, memory_share
 from memories.classify import find_credentials
-from memories.models import Memory, MemoryEdge
+from memories.models import Memory, MemoryEdge, MemoryGateChange
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
 from memories.tasks import embeddings_in_bulk
@@ -622,6 +622,9 @@ def account_delete(*, user: AbstractBaseUser, password: str) -> None:
         # Participants PROTECT their person (a person must never silently leave a
         # memory), so the memories, and with them their participants, go first.
         Memory.objects.filter(owner=user).delete()
+        # Which transactions changed the gate rows (no foreign key: the triggers write it;
+        # deleting the memories just wrote this transaction's own).
+        MemoryGateChange.objects.filter(owner=user).delete()
         # The consent history refuses deletes except of the account being erased
         # in this very transaction (migration people 0003).
         with connection.cursor() as cursor:

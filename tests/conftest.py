@@ -153,6 +153,27 @@ def text_side_threads(monkeypatch) -> list[str]:
     return threads
 
 
+@pytest.fixture
+def kept_open_vectors(monkeypatch) -> list[tuple[int, bool]]:
+    """Agents' exact searches take their candidates from a kept copy of the owner's open vectors
+    (memories/open_vectors.py) however few the owner has, read again whenever it is stale; each
+    try recorded in order as (owner id, whether the copy answered)."""
+    from memories import open_vectors, retrieval
+
+    monkeypatch.setattr(open_vectors, "MIN_ROWS", 0)
+    monkeypatch.setattr(open_vectors, "RELOAD_AFTER_SECONDS", 0.0)
+    tries: list[tuple[int, bool]] = []
+    original = retrieval._kept_open_neighbours
+
+    def recorded(*args, **kwargs):
+        rows = original(*args, **kwargs)
+        tries.append((kwargs["owner_id"], rows is not None))
+        return rows
+
+    monkeypatch.setattr(retrieval, "_kept_open_neighbours", recorded)
+    return tries
+
+
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

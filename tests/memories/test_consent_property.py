@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories import retrieval
-from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryParticipant
+from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryGate, MemoryParticipant
 from memories.retrieval import (
     NO_CUTOFF,
     agent_visible_memories,
@@ -201,7 +201,8 @@ def assert_same_ranking(actual: list[tuple[str, float]], expected: list[tuple[st
     assert [i for i, _ in actual if i not in tied] == [i for i, _ in expected if i not in tied]
 
 
-def check_world(spec: dict, query: dict) -> None:
+def check_world(spec: dict, query: dict):
+    """Build the world, search as `query` says and check every answer; the owner searched."""
     world, owners, people, memories = build_world(spec)
     now = timezone.now()
     owner = owners[query["owner"] % len(owners)]
@@ -306,6 +307,7 @@ def check_world(spec: dict, query: dict) -> None:
                 assert got_shared == {memory_id: float(count) for memory_id, count in shared.items()}
             else:
                 assert set(got_shared) <= set(shared)
+    return owner
 
 
 @pytest.fixture(params=["candidates", "exact", "index"])
@@ -359,6 +361,39 @@ def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_re
     # Every memory_search of the example ran its full-text side on the helper.
     assert text_side_on_helper
     assert all(name.startswith("keepsake-search-side") for name in text_side_on_helper)
+
+
+@pytest.mark.django_db(transaction=True)
+@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=world_spec, query=query_spec)
+def test_searches_from_kept_copies_of_open_vectors_agree_with_the_reference_policy(
+    kept_open_vectors, spec, query
+):
+    """The same checks with the agents' exact searches taking their candidates from a kept copy of
+    the owner's open vectors (memories/open_vectors.py), as a web process does for an owner with
+    thousands. Copies are used only in a search's own transaction, so each world is committed,
+    checked and deleted."""
+    from django.contrib.auth import get_user_model
+
+    from portability.services import account_delete
+
+    kept_open_vectors.clear()
+    try:
+        owner = check_world(spec, query)
+        # Every try answered from the copy, unless the owner had no open, embedded memory to keep;
+        # and the agents' searches tried whenever the owner had one.
+        for owner_id, used in kept_open_vectors:
+            assert (
+                used
+                or not MemoryGate.objects.filter(
+                    owner_id=owner_id, blocked_count=0, embedding__isnull=False
+                ).exists()
+            )
+        if MemoryGate.objects.filter(owner=owner, blocked_count=0, embedding__isnull=False).exists():
+            assert (owner.pk, True) in kept_open_vectors
+    finally:
+        for user in get_user_model().objects.all():
+            account_delete(user=user, password="correct horse battery")  # UserFactory's
 
 
 @pytest.fixture

@@ -801,6 +801,7 @@ class Command(BaseCommand):
             f"{_cpu_count()} CPUs. Latency excludes embedding the query.\n"
             f"Hybrid search's full-text side: {_text_side_runs()}.\n"
             f"Search transactions: {_search_transactions()}.\n"
+            f"Agents' exact searches over thousands of open memories: {_open_vectors_kept()}.\n"
             f"Load average before measuring: {_load()}\n"
         )
         header = (
@@ -886,6 +887,18 @@ def _search_transactions() -> str:
     if pipelined:
         return "sent with their statements (KEEPSAKE_SEARCH_PIPELINE)"
     return "each statement on its own (KEEPSAKE_SEARCH_PIPELINE=false, or no pipelining here)"
+
+
+def _open_vectors_kept() -> str:
+    """Where the agents' exact searches over many open memories rank them (memories/open_vectors.py)."""
+    from memories import open_vectors
+
+    if open_vectors.ENABLED and open_vectors.MAX_ROWS > 0:
+        return (
+            f"ranked on a copy kept in the process (over {open_vectors.MIN_ROWS:,} open rows, "
+            f"up to {open_vectors.MAX_ROWS:,} rows kept: KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS)"
+        )
+    return "ranked in SQL (KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0)"
 
 
 def _load() -> str:

@@ -1,0 +1,204 @@
+"""Copies of owners' open vectors kept in the process: where the sparse agents' search takes its candidates.
+
+An agent's search over an owner most of whose journal is gated (few open memories
+beside many gated ones: retrieval._sparse_in_own_journal) is exact: every open
+row's half-precision copy ranked against the query, the nearest few per result
+asked passed through the gate at full precision. Ranking ~10,000 copies in
+PostgreSQL reads each one from the index (an index-only scan, ~0.4-0.6 µs per
+row): most of the search. A process that searches that owner again keeps the
+copies as one matrix (float32, ~15 MB per 10,000 rows) and ranks them itself
+(~0.3 ms), then hands the nearest ids to the same gated statement.
+
+This is a candidate source, never the gate. The ids it gives are only ever
+ranked through `visible` (the compiled gate and filters) in SQL, so a copy that
+is out of date cannot show a memory the gate refuses: at worst it misses one a
+grant opened, and it is not used then. Whether it is whole is asked in the
+same statement that ranks its candidates, with the same snapshot
+(`stale_sql`): the copy records the snapshot it was read with, the triggers of
+migration 0016 record every transaction that changes an owner's open,
+embedded gate rows (MemoryGateChange), and a copy misses a change exactly
+when a row of a transaction its snapshot did not see is visible now. A stale
+copy is dropped and the search ranks in SQL as before; it is read again on a
+later search (at most every RELOAD_AFTER_SECONDS per owner).
+
+Only in the search's own transaction (retrieval._search_transaction, outermost):
+in a caller's transaction that has written, the caller's own uncommitted changes
+would count as seen by a snapshot read before them.
+
+Kept MAX_AGE_SECONDS at most; the prune (gate_changes_prune) deletes a change row
+PRUNE_AFTER_SECONDS after it saw the transaction ended, which is later than any
+copy that could have missed it is kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from .models import EMBEDDING_DIMENSIONS, MemoryGate, MemoryGateChange
+
+# Off: every sparse search ranks in SQL (for measuring; a server switches copies off with
+# KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0).
+ENABLED = True
+# Owners with more open, embedded rows than this get a copy: below it the SQL ranking
+# costs ~1-2 ms and a copy would save little.
+MIN_ROWS = 2_000
+# Rows kept per process, all owners together (~1.5 KB each as float32): the copies read
+# longest ago are dropped first. 0: none kept, none read.
+MAX_ROWS = settings.SEARCH_OPEN_VECTORS_ROWS
+# A copy is used for at most this long after it was read; the prune keeps a change
+# row at least PRUNE_AFTER_SECONDS after the transaction ended, longer than this.
+MAX_AGE_SECONDS = 600.0
+PRUNE_AFTER_SECONDS = 2 * MAX_AGE_SECONDS
+# An owner's copy is read at most this often: an owner whose gate changes all the
+# time is searched in SQL between reads instead of paying a read (~0.1-0.2 s for
+# 10,000 rows) on every search.
+RELOAD_AFTER_SECONDS = 30.0
+
+# Each row's halfvec_send: dimensions (int16), unused (int16), then the values (float16),
+# network byte order.
+_HEADER_HALVES = 2
+_LOAD_SQL = (
+    "SELECT pg_current_snapshot()::text, count(*), "
+    "coalesce(string_agg(uuid_send(memory_id), ''::bytea), ''::bytea), "
+    "coalesce(string_agg(halfvec_send(embedding), ''::bytea), ''::bytea) "
+    f"FROM {MemoryGate._meta.db_table} WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class OpenVectors:
+    """An owner's open, embedded gate rows as read with `snapshot`: ids and unit-scaled copies."""
+
+    owner_id: int
+    snapshot: str
+    ids: np.ndarray  # (n, 16) uint8: each memory id's bytes
+    matrix: np.ndarray  # (n, EMBEDDING_DIMENSIONS) float32, each row scaled to length 1
+    read_at: float  # time.monotonic() before the statement that read them
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def nearest(self, embedding: Sequence[float], count: int) -> list[uuid.UUID]:
+        """The ids of the `count` rows nearest to `embedding` by cosine distance, in no particular order."""
+        query = np.asarray(embedding, dtype=np.float32)
+        similarity = self.matrix @ query  # the query's length scales every row alike
+        if count < len(similarity):
+            chosen = np.argpartition(-similarity, count - 1)[:count]
+        else:
+            chosen = np.arange(len(similarity))
+        return [uuid.UUID(bytes=self.ids[index].tobytes()) for index in chosen]
+
+
+_KEPT: dict[int, OpenVectors] = {}
+_READ_AT: dict[int, float] = {}
+_LOCK = threading.Lock()
+
+
+def kept(owner_id: int) -> OpenVectors | None:
+    """The owner's copy, if one was read in the last MAX_AGE_SECONDS (whole or not: stale_sql says)."""
+    copy = _KEPT.get(owner_id)
+    if copy is None:
+        return None
+    if time.monotonic() - copy.read_at > MAX_AGE_SECONDS:
+        forget(owner_id, copy)
+        return None
+    return copy
+
+
+def forget(owner_id: int, copy: OpenVectors | None = None) -> None:
+    """Drop the owner's copy (only `copy`, when given: not a newer one another thread read)."""
+    with _LOCK:
+        if copy is None or _KEPT.get(owner_id) is copy:
+            _KEPT.pop(owner_id, None)
+
+
+def caches() -> tuple[dict, dict]:
+    """The copies and when each owner's was read: emptied with retrieval's hints (forget_hints)."""
+    return _KEPT, _READ_AT
+
+
+def read(owner_id: int) -> OpenVectors | None:
+    """Read the owner's open, embedded rows into a copy and keep it; None when not kept.
+
+    Not kept (and not read): when the owner's copy was read in the last
+    RELOAD_AFTER_SECONDS. Read but not kept: fewer than MIN_ROWS or more than
+    MAX_ROWS rows. One statement, so the rows and the snapshot they were read with agree.
+    """
+    now = time.monotonic()
+    with _LOCK:
+        last = _READ_AT.get(owner_id)
+        if last is not None and now - last < RELOAD_AFTER_SECONDS:
+            return None
+        if len(_READ_AT) > 10 * len(_KEPT) + 1000:
+            _READ_AT.clear()
+        _READ_AT[owner_id] = now
+    with connection.cursor() as cursor:
+        cursor.execute(_LOAD_SQL, [owner_id])
+        snapshot, count, id_bytes, vector_bytes = cursor.fetchone()
+    if count <= MIN_ROWS or count > MAX_ROWS:
+        return None
+    ids = np.frombuffer(bytes(id_bytes), dtype=np.uint8).reshape(count, 16)
+    halves = np.frombuffer(bytes(vector_bytes), dtype=">f2").reshape(
+        count, _HEADER_HALVES + EMBEDDING_DIMENSIONS
+    )
+    if not (halves[:, :1].view(">i2") == EMBEDDING_DIMENSIONS).all():
+        return None
+    matrix = halves[:, _HEADER_HALVES:].astype(np.float32)
+    lengths = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # A zero vector has no direction (pgvector's cosine distance is NaN for it): rank it last.
+    np.divide(matrix, lengths, out=matrix, where=lengths > 0)
+    matrix[lengths[:, 0] == 0] = 0.0
+    copy = OpenVectors(owner_id=owner_id, snapshot=snapshot, ids=ids, matrix=matrix, read_at=now)
+    with _LOCK:
+        _KEPT.pop(owner_id, None)
+        while _KEPT and sum(len(other) for other in _KEPT.values()) + count > MAX_ROWS:
+            oldest = min(_KEPT, key=lambda owner: _KEPT[owner].read_at)
+            del _KEPT[oldest]
+        _KEPT[owner_id] = copy
+    return copy
+
+
+# Whether the owner (%s) has a change the snapshot (%s, %s: the copy's) did not see: true
+# when a change row of a transaction that snapshot did not see is visible to the statement
+# that asks. Transactions before the snapshot's xmin had all ended when it was taken: only
+# the owner's rows from there on are looked at (the unique index on owner and xid).
+STALE_SQL = (
+    f"EXISTS (SELECT 1 FROM {MemoryGateChange._meta.db_table} change WHERE change.owner_id = %s "
+    "AND change.xid >= pg_snapshot_xmin(%s::pg_snapshot)::text::bigint "
+    "AND NOT pg_visible_in_snapshot(change.xid::text::xid8, %s::pg_snapshot))"
+)
+
+
+def stale_params(copy: OpenVectors) -> list:
+    return [copy.owner_id, copy.snapshot, copy.snapshot]
+
+
+def prune(*, after_seconds: float = PRUNE_AFTER_SECONDS) -> tuple[int, int]:
+    """Mark the change rows of transactions that have ended, delete those marked `after_seconds` ago.
+
+    (rows marked, rows deleted). A transaction with an id below the current
+    snapshot's xmin has ended; clock_timestamp() is read after that snapshot, so
+    `completed_at` is never earlier than the end. A copy read before that end
+    is used at most MAX_AGE_SECONDS after its read, which was before the end:
+    the row outlives every copy that needs it when after_seconds > MAX_AGE_SECONDS.
+    """
+    table = MemoryGateChange._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET completed_at = clock_timestamp() WHERE completed_at IS NULL "
+            "AND xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+        )
+        marked = cursor.rowcount
+        cursor.execute(
+            f"DELETE FROM {table} WHERE completed_at < clock_timestamp() - make_interval(secs => %s)",
+            [after_seconds],
+        )
+        return marked, cursor.rowcount

@@ -1,0 +1,212 @@
+"""Copies of an owner's open vectors kept in the process (memories/open_vectors.py) and the change
+rows that say whether a copy is whole (MemoryGateChange, migration 0016).
+
+Transactional: a copy is used only in a search's own transaction, and whether it is whole
+depends on which transactions have committed, as in production.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+
+from memories import open_vectors
+from memories.models import Memory, MemoryGate, MemoryGateChange, MemoryParticipant
+from memories.tasks import gate_changes_prune
+from people.models import ConsentStatus, Person
+from tests.memories.search_journal import WORDS, make_journal, search, unit_vector
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def journal():
+    """make_journal(), committed: (owner, ids of the memories with the withheld person)."""
+    owner, _, withheld_ids = make_journal()
+    return owner, withheld_ids
+
+
+def changes(owner) -> list[int]:
+    return sorted(MemoryGateChange.objects.filter(owner=owner).values_list("xid", flat=True))
+
+
+def found(owner, words: str, seed: int = 7) -> set[uuid.UUID]:
+    return {memory_id for memory_id, _ in search(owner, words, respect_consent=True, seed=seed)}
+
+
+def test_each_transaction_that_changes_open_embedded_gate_rows_is_recorded_once(journal):
+    owner, withheld = journal
+    assert changes(owner)  # the journal's memories were written open and embedded
+    MemoryGateChange.objects.all().delete()
+
+    # Which index finds a row is not a change; neither is a blocked memory's new embedding.
+    MemoryGate.objects.filter(owner=owner).update(indexed=False)
+    Memory.objects.filter(pk=next(iter(withheld))).update(embedding=unit_vector(500))
+    assert changes(owner) == []
+
+    # A revocation, a grant, an open memory's new embedding, a deletion: one row per transaction,
+    # however many statements and rows it changes.
+    gran = Person.objects.get(owner=owner, display_name="Gran")
+    wes = Person.objects.get(owner=owner, display_name="Wes")
+    Person.objects.filter(pk=gran.pk).update(consent_status=ConsentStatus.REVOKED)
+    assert len(changes(owner)) == 1
+    with transaction.atomic():
+        Person.objects.filter(pk=wes.pk).update(consent_status=ConsentStatus.GRANTED)
+        Person.objects.filter(pk=gran.pk).update(consent_status=ConsentStatus.GRANTED)
+    assert len(changes(owner)) == 2
+    opened = Memory.objects.filter(owner=owner, participants__isnull=True).first()
+    Memory.objects.filter(pk=opened.pk).update(embedding=unit_vector(501))
+    assert len(changes(owner)) == 3
+    Memory.objects.filter(pk=opened.pk).delete()
+    assert len(changes(owner)) == 4
+    # Rows of another owner's transactions are theirs.
+    other, _, _ = make_journal()
+    assert len(changes(owner)) == 4 and changes(other)
+
+
+@pytest.mark.parametrize("words", WORDS)
+def test_the_kept_copy_gives_the_answer_ranked_in_sql(journal, kept_open_vectors, monkeypatch, words):
+    owner, withheld = journal
+    monkeypatch.setattr(open_vectors, "ENABLED", False)
+    expected = [search(owner, words, respect_consent=True, seed=seed) for seed in range(5)]
+    assert kept_open_vectors == [(owner.pk, False)] * 5  # off: ranked in SQL
+    kept_open_vectors.clear()
+    monkeypatch.setattr(open_vectors, "ENABLED", True)
+    kept = [search(owner, words, respect_consent=True, seed=seed) for seed in range(5)]
+    assert kept == expected
+    assert kept_open_vectors == [(owner.pk, True)] * 5
+    assert open_vectors.kept(owner.pk) is not None
+    assert not {memory_id for hits in kept for memory_id, _ in hits} & withheld
+
+
+def test_a_grant_committed_after_the_copy_was_read_is_found_by_the_next_search(journal, kept_open_vectors):
+    owner, withheld = journal
+    before = found(owner, "lantern")
+    copy = open_vectors.kept(owner.pk)
+    assert copy is not None and kept_open_vectors == [(owner.pk, True)]
+    assert not before & withheld
+
+    Person.objects.filter(owner=owner, display_name="Wes").update(consent_status=ConsentStatus.GRANTED)
+    after = found(owner, "lantern")
+    # The copy had missed the grant: dropped, and the search ranked in SQL.
+    assert kept_open_vectors[1] == (owner.pk, False)
+    assert after & withheld
+    # Read again on the next search (RELOAD_AFTER_SECONDS is 0 here), now with the grant in it.
+    assert found(owner, "lantern") == after
+    assert kept_open_vectors[2:] == [(owner.pk, True)]
+    assert open_vectors.kept(owner.pk) is not copy
+
+
+def test_a_copy_that_missed_a_revocation_still_never_shows_the_revoked_memories(
+    journal, kept_open_vectors, monkeypatch
+):
+    """The copy only proposes candidates: the gate in SQL decides, even if the copy were
+    wrongly believed whole."""
+    owner, _ = journal
+    found(owner, "orchard")
+    assert kept_open_vectors == [(owner.pk, True)]
+    # Believe every copy whole (the three parameters still bound).
+    monkeypatch.setattr(
+        open_vectors, "STALE_SQL", "(%s::bigint IS NULL AND %s::text IS NULL AND %s::text IS NULL)"
+    )
+    gran = Person.objects.get(owner=owner, display_name="Gran")
+    revoked = set(MemoryParticipant.objects.filter(person=gran).values_list("memory_id", flat=True))
+    Person.objects.filter(pk=gran.pk).update(consent_status=ConsentStatus.REVOKED)
+    for seed in range(24):
+        assert not found(owner, "orchard lantern", seed=seed) & revoked
+    assert all(used for _, used in kept_open_vectors)
+
+
+def test_inside_a_callers_transaction_the_copy_is_not_used_and_its_grant_is_found(journal, kept_open_vectors):
+    owner, withheld = journal
+    found(owner, "violin")
+    copy = open_vectors.kept(owner.pk)
+    assert copy is not None and kept_open_vectors == [(owner.pk, True)]
+    with transaction.atomic():
+        Person.objects.filter(owner=owner, display_name="Wes").update(consent_status=ConsentStatus.GRANTED)
+        assert found(owner, "violin") & withheld
+    # Not used, nor asked whether whole (which would have dropped it): ranked in SQL.
+    assert kept_open_vectors == [(owner.pk, True), (owner.pk, False)]
+    assert open_vectors.kept(owner.pk) is copy
+
+
+def test_a_copy_is_read_again_at_most_every_reload_interval(journal, kept_open_vectors, monkeypatch):
+    owner, withheld = journal
+    monkeypatch.setattr(open_vectors, "RELOAD_AFTER_SECONDS", 3600.0)
+    found(owner, "harbor")
+    Person.objects.filter(owner=owner, display_name="Wes").update(consent_status=ConsentStatus.GRANTED)
+    for _ in range(3):
+        assert found(owner, "harbor") & withheld  # ranked in SQL, the grant seen
+    assert kept_open_vectors == [(owner.pk, True)] + [(owner.pk, False)] * 3
+    assert open_vectors.kept(owner.pk) is None
+
+
+def test_copies_are_kept_within_the_row_budget_and_for_a_bounded_time(kept_open_vectors, monkeypatch):
+    first, _, _ = make_journal()
+    second, _, _ = make_journal()
+    open_rows = MemoryGate.objects.filter(owner=first, blocked_count=0, embedding__isnull=False).count()
+    monkeypatch.setattr(open_vectors, "MAX_ROWS", open_rows + 1)
+    found(first, "lantern")
+    assert open_vectors.kept(first.pk) is not None
+    found(second, "lantern")
+    assert open_vectors.kept(second.pk) is not None
+    assert open_vectors.kept(first.pk) is None  # the older copy made room
+    monkeypatch.setattr(open_vectors, "MAX_AGE_SECONDS", 0.0)
+    assert open_vectors.kept(second.pk) is None
+
+
+def test_the_prune_deletes_only_rows_no_copy_can_need(journal):
+    owner, _ = journal
+    assert changes(owner)
+    # A transaction still open, with an id: rows of transactions after it are not yet known ended.
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def long_transaction():
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_current_xact_id()")
+                started.set()
+                release.wait(30)
+        finally:
+            connection.close()
+            finished.set()
+
+    thread = threading.Thread(target=long_transaction)
+    thread.start()
+    try:
+        assert started.wait(30)
+        Person.objects.filter(owner=owner, display_name="Gran").update(consent_status=ConsentStatus.REVOKED)
+        later = max(changes(owner))
+        marked, deleted = open_vectors.prune(after_seconds=0)
+        assert deleted == marked > 0  # the journal's own rows
+        assert changes(owner) == [later]
+        assert MemoryGateChange.objects.get(owner=owner).completed_at is None
+    finally:
+        release.set()
+        thread.join(30)
+    assert finished.is_set()
+    assert open_vectors.prune(after_seconds=3600) == (1, 0)
+    assert MemoryGateChange.objects.get(owner=owner).completed_at is not None
+    assert gate_changes_prune() == 0  # the beat's delay: kept
+    assert open_vectors.prune(after_seconds=0) == (0, 1)
+    assert changes(owner) == []
+
+
+def test_the_prune_runs_on_the_beat_and_outlives_every_copy():
+    entry = settings.CELERY_BEAT_SCHEDULE["memories-gate-changes-prune"]
+    assert entry["task"] == gate_changes_prune.name
+    assert open_vectors.PRUNE_AFTER_SECONDS > open_vectors.MAX_AGE_SECONDS
+
+
+def test_deleting_the_account_deletes_its_change_rows(journal):
+    from portability.services import account_delete
+
+    owner, _ = journal
+    assert changes(owner)
+    account_delete(user=owner, password="correct horse battery")
+    assert not MemoryGateChange.objects.filter(owner_id=owner.pk).exists()
