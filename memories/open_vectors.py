@@ -2,19 +2,21 @@
 
 An agent's search over an owner most of whose journal is gated (few open memories
 beside many gated ones: retrieval._sparse_in_own_journal) is exact: every open
-row's half-precision copy ranked against the query, the nearest few per result
+row's half-precision copy ranked against the query, the nearest 4 per result
 asked passed through the gate at full precision. Ranking ~10,000 copies in
 PostgreSQL reads each one from the index (an index-only scan, ~0.4-0.6 µs per
-row): most of the search. A process that searches that owner again keeps the
-copies as one matrix (float32, ~15 MB per 10,000 rows) and ranks them itself
-(~0.3 ms), then hands the nearest ids to the same gated statement.
+row): most of the search. A process that searches that owner keeps the open
+memories' vectors as one matrix (full precision, float32: ~15 MB per 10,000)
+and ranks them itself (~0.3 ms), then hands the nearest ids to the same gated
+statement; ranked as that statement ranks them, a few more than asked are
+enough (retrieval._kept_open_neighbours).
 
 This is a candidate source, never the gate. The ids it gives are only ever
 ranked through `visible` (the compiled gate and filters) in SQL, so a copy that
 is out of date cannot show a memory the gate refuses: at worst it misses one a
 grant opened, and it is not used then. Whether it is whole is asked in the
 same statement that ranks its candidates, with the same snapshot
-(`stale_sql`): the copy records the snapshot it was read with, the triggers of
+(STALE_SQL): the copy records the snapshot it was read with, the triggers of
 migration 0016 record every transaction that changes an owner's open,
 embedded gate rows (MemoryGateChange), and a copy misses a change exactly
 when a row of a transaction its snapshot did not see is visible now. A stale
@@ -42,7 +44,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from .models import EMBEDDING_DIMENSIONS, MemoryGate, MemoryGateChange
+from .models import EMBEDDING_DIMENSIONS, Memory, MemoryGate, MemoryGateChange
 
 # Off: every sparse search ranks in SQL (for measuring; a server switches copies off with
 # KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0).
@@ -58,24 +60,28 @@ MAX_ROWS = settings.SEARCH_OPEN_VECTORS_ROWS
 MAX_AGE_SECONDS = 600.0
 PRUNE_AFTER_SECONDS = 2 * MAX_AGE_SECONDS
 # An owner's copy is read at most this often: an owner whose gate changes all the
-# time is searched in SQL between reads instead of paying a read (~0.1-0.2 s for
+# time is searched in SQL between reads instead of paying a read (~0.15 s for
 # 10,000 rows) on every search.
 RELOAD_AFTER_SECONDS = 30.0
 
-# Each row's halfvec_send: dimensions (int16), unused (int16), then the values (float16),
-# network byte order.
-_HEADER_HALVES = 2
+# The open rows as the gate table lists them (memory_gate_open_vectors), with the memory's own
+# full-precision vector: the copy ranks them as the gated statement will, so it need hand over
+# only a few more than asked. Each vector_send: dimensions (int16), unused (int16), then the
+# values (float32), network byte order.
 _LOAD_SQL = (
     "SELECT pg_current_snapshot()::text, count(*), "
-    "coalesce(string_agg(uuid_send(memory_id), ''::bytea), ''::bytea), "
-    "coalesce(string_agg(halfvec_send(embedding), ''::bytea), ''::bytea) "
-    f"FROM {MemoryGate._meta.db_table} WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL"
+    "coalesce(string_agg(uuid_send(memory.id), ''::bytea), ''::bytea), "
+    "coalesce(string_agg(vector_send(memory.embedding), ''::bytea), ''::bytea) "
+    f"FROM {MemoryGate._meta.db_table} gate "
+    f"JOIN {Memory._meta.db_table} memory ON memory.id = gate.memory_id "
+    "WHERE gate.owner_id = %s AND gate.blocked_count = 0 AND gate.embedding IS NOT NULL "
+    "AND memory.embedding IS NOT NULL"
 )
 
 
 @dataclass(frozen=True, eq=False)
 class OpenVectors:
-    """An owner's open, embedded gate rows as read with `snapshot`: ids and unit-scaled copies."""
+    """An owner's open, embedded memories as read with `snapshot`: ids and unit-scaled vectors."""
 
     owner_id: int
     snapshot: str
@@ -146,12 +152,11 @@ def read(owner_id: int) -> OpenVectors | None:
     if count <= MIN_ROWS or count > MAX_ROWS:
         return None
     ids = np.frombuffer(bytes(id_bytes), dtype=np.uint8).reshape(count, 16)
-    halves = np.frombuffer(bytes(vector_bytes), dtype=">f2").reshape(
-        count, _HEADER_HALVES + EMBEDDING_DIMENSIONS
-    )
-    if not (halves[:, :1].view(">i2") == EMBEDDING_DIMENSIONS).all():
+    # Four bytes of header per row: as wide as one value.
+    values = np.frombuffer(bytes(vector_bytes), dtype=">f4").reshape(count, 1 + EMBEDDING_DIMENSIONS)
+    if not (values[:, :1].view(">i2")[:, 0] == EMBEDDING_DIMENSIONS).all():
         return None
-    matrix = halves[:, _HEADER_HALVES:].astype(np.float32)
+    matrix = values[:, 1:].astype(np.float32)
     lengths = np.linalg.norm(matrix, axis=1, keepdims=True)
     # A zero vector has no direction (pgvector's cosine distance is NaN for it): rank it last.
     np.divide(matrix, lengths, out=matrix, where=lengths > 0)

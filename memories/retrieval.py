@@ -184,6 +184,10 @@ EXACT_CANDIDATES_MAX = 2_000
 # How many of the nearest open memories (by the half-precision copy) the exact
 # path re-ranks at full precision and passes through the gate, per result asked.
 EXACT_CANDIDATES_OVERFETCH = 4
+# A copy of the open memories' full-precision vectors kept in the process ranks them as the
+# gated statement does (_kept_open_neighbours): it hands over this many more than asked,
+# for near-ties the two compute apart in the last bits.
+KEPT_SPARE_CANDIDATES = 4
 # The full-text side ranks at most this many of the memories a query matches
 # (see _text_matches): queries that match more are too broad for ts_rank to
 # tell them apart usefully, and reading that many text vectors is what costs.
@@ -1251,11 +1255,15 @@ def _kept_open_neighbours(
 ) -> list[tuple[uuid.UUID, float]] | None:
     """_open_candidates_neighbours' first pass from the process's copy of the owner's open vectors.
 
-    The nearest `limit` x EXACT_CANDIDATES_OVERFETCH by the copy (memories/open_vectors.py),
-    ranked through `visible` at full precision as the SQL pass ranks its own, in one
-    statement that also asks whether the copy is still whole. None when there is no copy
-    to use (too few open rows, not the search's own transaction, not read yet and not
-    readable now) or it has missed a change (then dropped): the SQL pass runs instead.
+    The copy (memories/open_vectors.py) holds the open memories' full-precision vectors,
+    so its nearest are the gated statement's nearest: without filters (`visible` is the
+    gate alone) it hands over `limit` + KEPT_SPARE_CANDIDATES of them, and only if fewer
+    than `limit` pass (memories the lifecycle hides) `limit` x EXACT_CANDIDATES_OVERFETCH,
+    as the SQL pass takes (with filters, that at once). Each time ranked through
+    `visible` at full precision in one statement that also asks whether the copy is
+    still whole. None when there is no copy to use (too few open rows, not the search's
+    own transaction, not read yet and not readable now) or it has missed a change (then
+    dropped): the SQL pass runs instead.
     """
     if not open_vectors.ENABLED or open_vectors.MAX_ROWS <= 0 or open_count <= open_vectors.MIN_ROWS:
         return None
@@ -1265,25 +1273,38 @@ def _kept_open_neighbours(
     copy = open_vectors.kept(owner_id) or open_vectors.read(owner_id)
     if copy is None:
         return None
-    candidates = copy.nearest(embedding, limit * EXACT_CANDIDATES_OVERFETCH)
     scope_sql, scope_params = visible
-    # The flag row first (its id NULL), then the ranked rows; one statement, one snapshot.
-    answer = _fetch_prepared(
-        f"SELECT NULL::uuid, NULL::float8, {open_vectors.STALE_SQL} UNION ALL "
-        "(SELECT visible.id, visible.embedding <=> %s::vector, NULL::boolean "
-        f"FROM ({scope_sql}) AS visible (id, embedding) "
-        "WHERE visible.id = ANY(%s::uuid[]) AND visible.embedding IS NOT NULL "
-        "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s)",
-        [*open_vectors.stale_params(copy), vector, *scope_params, candidates, vector, limit],
-    )
-    stale = next(row[2] for row in answer if row[0] is None)
-    if stale:
-        open_vectors.forget(owner_id, copy)
-        return None
-    # (A union's rows keep each branch's order in PostgreSQL; sorted again rather than relied on.)
-    return sorted(
-        ((row[0], row[1]) for row in answer if row[0] is not None), key=lambda row: (row[1], row[0])
-    )
+    widths = [limit * EXACT_CANDIDATES_OVERFETCH]
+    if scope_sql == _compiled_scope(owner_id, respect_consent=True)[0]:
+        widths.insert(0, limit + KEPT_SPARE_CANDIDATES)
+    rows: list[tuple[uuid.UUID, float]] = []
+    for width in widths:
+        # The flag row first (its id NULL), then the ranked rows; one statement, one snapshot.
+        answer = _fetch_prepared(
+            f"SELECT NULL::uuid, NULL::float8, {open_vectors.STALE_SQL} UNION ALL "
+            "(SELECT visible.id, visible.embedding <=> %s::vector, NULL::boolean "
+            f"FROM ({scope_sql}) AS visible (id, embedding) "
+            "WHERE visible.id = ANY(%s::uuid[]) AND visible.embedding IS NOT NULL "
+            "ORDER BY (visible.embedding <=> %s::vector) + 0, visible.id LIMIT %s)",
+            [
+                *open_vectors.stale_params(copy),
+                vector,
+                *scope_params,
+                copy.nearest(embedding, width),
+                vector,
+                limit,
+            ],
+        )
+        if next(row[2] for row in answer if row[0] is None):
+            open_vectors.forget(owner_id, copy)
+            return None
+        # (A union's rows keep each branch's order in PostgreSQL; sorted again rather than relied on.)
+        rows = sorted(
+            ((row[0], row[1]) for row in answer if row[0] is not None), key=lambda row: (row[1], row[0])
+        )
+        if len(rows) >= limit or width >= len(copy):
+            break
+    return rows
 
 
 # Owners found to keep more than EXACT_SEARCH_MAX_MEMORIES memories: owner id ->

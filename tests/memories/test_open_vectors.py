@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 
+import numpy as np
 import pytest
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
-from memories import open_vectors
+from memories import open_vectors, retrieval
 from memories.models import Memory, MemoryGate, MemoryGateChange, MemoryParticipant
 from memories.tasks import gate_changes_prune
 from people.models import ConsentStatus, Person
@@ -210,3 +213,47 @@ def test_deleting_the_account_deletes_its_change_rows(journal):
     assert changes(owner)
     account_delete(user=owner, password="correct horse battery")
     assert not MemoryGateChange.objects.filter(owner_id=owner.pk).exists()
+
+
+def test_when_hidden_memories_take_the_nearest_places_the_copy_hands_over_more(
+    kept_open_vectors, monkeypatch
+):
+    """Without filters the copy hands over a few more than asked; when the lifecycle hides
+    those (expired memories are open to the gate count but not to agents), it widens."""
+    owner, _, _ = make_journal()
+    query = unit_vector(7)
+    open_ids = list(
+        MemoryGate.objects.filter(owner=owner, blocked_count=0).values_list("memory_id", flat=True)
+    )
+    by_distance = sorted(
+        Memory.objects.filter(pk__in=open_ids), key=lambda memory: -float(np.dot(memory.embedding, query))
+    )
+    hidden = [memory.pk for memory in by_distance[: 2 + retrieval.KEPT_SPARE_CANDIDATES]]
+    Memory.objects.filter(pk__in=hidden).update(expires_at=timezone.now() - timedelta(days=1))
+    widths = []
+    nearest = open_vectors.OpenVectors.nearest
+
+    def recorded(self, embedding, count):
+        widths.append(count)
+        return nearest(self, embedding, count)
+
+    monkeypatch.setattr(open_vectors.OpenVectors, "nearest", recorded)
+
+    def knn() -> list[tuple[uuid.UUID, float]]:
+        with retrieval._search_transaction():
+            return retrieval._nearest_neighbours(
+                lambda: retrieval.memory_scope(owner, respect_consent=True),
+                query,
+                owner_id=owner.pk,
+                limit=2,
+                gated=True,
+                visible=retrieval._compiled_scope(owner, respect_consent=True),
+            )
+
+    monkeypatch.setattr(open_vectors, "ENABLED", False)
+    expected = knn()
+    monkeypatch.setattr(open_vectors, "ENABLED", True)
+    assert [memory_id for memory_id, _ in knn()] == [memory_id for memory_id, _ in expected]
+    assert len(expected) == 2 and not {memory_id for memory_id, _ in expected} & set(hidden)
+    assert widths == [2 + retrieval.KEPT_SPARE_CANDIDATES, 2 * retrieval.EXACT_CANDIDATES_OVERFETCH]
+    assert kept_open_vectors == [(owner.pk, False), (owner.pk, True)]  # off, then from the copy
