@@ -1223,7 +1223,9 @@ def _open_candidates_neighbours(
     fewer than `limit` of those and there were more open memories than
     candidates, exact search over all of them instead. Plain SQL around the
     compiled scope, as _visible_neighbours: building these statements in the ORM
-    cost more (~5 ms) than running them.
+    cost more (~5 ms) than running them. For an owner with more than
+    open_vectors.MIN_ROWS open, the nearest come from the process's copy of their
+    vectors instead, when it has one that is whole (_kept_open_neighbours).
     """
     fetch = limit * EXACT_CANDIDATES_OVERFETCH
     gate = MemoryGate._meta.db_table
