@@ -158,9 +158,10 @@ def read(owner_id: int) -> OpenVectors | None:
         return None
     matrix = values[:, 1:].astype(np.float32)
     lengths = np.linalg.norm(matrix, axis=1, keepdims=True)
-    # A zero vector has no direction (pgvector's cosine distance is NaN for it): rank it last.
     np.divide(matrix, lengths, out=matrix, where=lengths > 0)
-    matrix[lengths[:, 0] == 0] = 0.0
+    # A zero vector has no direction: pgvector's cosine distance to it is NaN, which sorts
+    # after every number; NaN here too, which argpartition puts last.
+    matrix[lengths[:, 0] == 0] = np.nan
     copy = OpenVectors(owner_id=owner_id, snapshot=snapshot, ids=ids, matrix=matrix, read_at=now)
     with _LOCK:
         _KEPT.pop(owner_id, None)

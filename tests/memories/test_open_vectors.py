@@ -257,3 +257,22 @@ def test_when_hidden_memories_take_the_nearest_places_the_copy_hands_over_more(
     assert len(expected) == 2 and not {memory_id for memory_id, _ in expected} & set(hidden)
     assert widths == [2 + retrieval.KEPT_SPARE_CANDIDATES, 2 * retrieval.EXACT_CANDIDATES_OVERFETCH]
     assert kept_open_vectors == [(owner.pk, False), (owner.pk, True)]  # off, then from the copy
+
+
+def test_the_copy_ranks_by_cosine_and_puts_a_zero_vector_last():
+    rows = np.array([[1.0, 0.0], [0.0, 0.0], [0.6, 0.8], [-1.0, 0.0], [0.8, 0.6]], dtype=np.float32)
+    lengths = np.linalg.norm(rows, axis=1, keepdims=True)
+    matrix = np.divide(rows, lengths, out=np.full_like(rows, np.nan), where=lengths > 0)
+    ids = [uuid.UUID(int=number) for number in range(len(rows))]
+    copy = open_vectors.OpenVectors(
+        owner_id=1,
+        snapshot="1:1:",
+        ids=np.array([list(memory_id.bytes) for memory_id in ids], dtype=np.uint8),
+        matrix=matrix,
+        read_at=0.0,
+    )
+    # Nearest to (1, 0.1) by cosine: (1, 0), (0.8, 0.6), (0.6, 0.8), then (-1, 0); the zero vector never.
+    assert set(copy.nearest([10.0, 1.0], 1)) == {ids[0]}
+    assert set(copy.nearest([10.0, 1.0], 3)) == {ids[0], ids[4], ids[2]}
+    assert set(copy.nearest([10.0, 1.0], 4)) == {ids[0], ids[4], ids[2], ids[3]}
+    assert set(copy.nearest([10.0, 1.0], 9)) == set(ids)
