@@ -148,6 +148,18 @@ def test_a_copy_is_read_again_at_most_every_reload_interval(journal, kept_open_v
     assert open_vectors.kept(owner.pk) is None
 
 
+def test_with_no_rows_to_keep_nothing_is_read_and_the_search_ranks_in_sql(
+    journal, kept_open_vectors, monkeypatch
+):
+    owner, _ = journal
+    expected = search(owner, "orchard", respect_consent=True)
+    open_vectors.forget(owner.pk)
+    monkeypatch.setattr(open_vectors, "MAX_ROWS", 0)  # KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0
+    monkeypatch.setattr(open_vectors, "read", lambda owner_id: pytest.fail("read with no rows to keep"))
+    assert search(owner, "orchard", respect_consent=True) == expected
+    assert kept_open_vectors == [(owner.pk, True), (owner.pk, False)]
+
+
 def test_copies_are_kept_within_the_row_budget_and_for_a_bounded_time(kept_open_vectors, monkeypatch):
     first, _, _ = make_journal()
     second, _, _ = make_journal()
