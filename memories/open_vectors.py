@@ -86,7 +86,7 @@ class OpenVectors:
     owner_id: int
     snapshot: str
     ids: np.ndarray  # (n, 16) uint8: each memory id's bytes
-    matrix: np.ndarray  # (n, EMBEDDING_DIMENSIONS) float32, each row scaled to length 1
+    matrix: np.ndarray  # (n, EMBEDDING_DIMENSIONS) float32: the vectors scaled to length 1
     read_at: float  # time.monotonic() before the statement that read them
 
     def __len__(self) -> int:
@@ -109,7 +109,7 @@ _LOCK = threading.Lock()
 
 
 def kept(owner_id: int) -> OpenVectors | None:
-    """The owner's copy, if one was read in the last MAX_AGE_SECONDS (whole or not: stale_sql says)."""
+    """The owner's copy, if one was read in the last MAX_AGE_SECONDS (whole or not: STALE_SQL says)."""
     copy = _KEPT.get(owner_id)
     if copy is None:
         return None
