@@ -18,6 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from memories import open_vectors, retrieval
+from memories.management.commands.bench_retrieval import nearest_ids
 from memories.models import Memory, MemoryGate, MemoryGateChange, MemoryParticipant
 from memories.tasks import gate_changes_prune
 from people.models import ConsentStatus, Person
@@ -251,22 +252,15 @@ def test_when_hidden_memories_take_the_nearest_places_the_copy_hands_over_more(
 
     monkeypatch.setattr(open_vectors.OpenVectors, "nearest", recorded)
 
-    def knn() -> list[tuple[uuid.UUID, float]]:
-        with retrieval._search_transaction():
-            return retrieval._nearest_neighbours(
-                lambda: retrieval.memory_scope(owner, respect_consent=True),
-                query,
-                owner_id=owner.pk,
-                limit=2,
-                gated=True,
-                visible=retrieval._compiled_scope(owner, respect_consent=True),
-            )
+    def knn() -> list[uuid.UUID]:
+        scope = retrieval.memory_scope(owner, respect_consent=True)
+        return nearest_ids(scope, query, owner_id=owner.pk, limit=2, gated=True)
 
     monkeypatch.setattr(open_vectors, "ENABLED", False)
     expected = knn()
     monkeypatch.setattr(open_vectors, "ENABLED", True)
-    assert [memory_id for memory_id, _ in knn()] == [memory_id for memory_id, _ in expected]
-    assert len(expected) == 2 and not {memory_id for memory_id, _ in expected} & set(hidden)
+    assert knn() == expected
+    assert len(expected) == 2 and not set(expected) & set(hidden)
     assert widths == [2 + retrieval.KEPT_SPARE_CANDIDATES, 2 * retrieval.EXACT_CANDIDATES_OVERFETCH]
     assert kept_open_vectors == [(owner.pk, False), (owner.pk, True)]  # off, then from the copy
 
