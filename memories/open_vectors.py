@@ -23,6 +23,11 @@ when a row of a transaction its snapshot did not see is visible now. A stale
 copy is dropped and the search ranks in SQL as before; it is read again on a
 later search (at most every RELOAD_AFTER_SECONDS per owner).
 
+The search that finds no copy to use does not wait for one to be read (~0.15 s
+per 10,000 rows, up to a second at MAX_ROWS): it ranks in SQL and the copy is
+read on a thread of the process's own, on a connection of its own (_Reader);
+the searches after it use the copy once it is there.
+
 Only in the search's own transaction (retrieval._search_transaction, outermost):
 in a caller's transaction that has written, the caller's own uncommitted changes
 would count as seen by a snapshot read before them.
@@ -34,10 +39,13 @@ copy that could have missed it is kept.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +53,8 @@ from django.conf import settings
 from django.db import connection
 
 from .models import EMBEDDING_DIMENSIONS, Memory, MemoryGate, MemoryGateChange
+
+logger = logging.getLogger(__name__)
 
 # Off: every sparse search ranks in SQL (for measuring; a server switches copies off with
 # KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0).
@@ -63,6 +73,10 @@ PRUNE_AFTER_SECONDS = 2 * MAX_AGE_SECONDS
 # time is searched in SQL between reads instead of paying a read (~0.15 s for
 # 10,000 rows) on every search.
 RELOAD_AFTER_SECONDS = 30.0
+# A copy is read on the process's reader thread (_Reader) while the search that asked for
+# it ranks in SQL. False: the search reads it itself, in its own transaction, and uses it
+# at once (tests that look at the copy's answers; obtain(background=False) does the same).
+READ_IN_BACKGROUND = True
 
 # The open rows as the gate table lists them (memory_gate_open_vectors), with the memory's own
 # full-precision vector: the copy ranks them as the gated statement will, so it need hand over
@@ -127,25 +141,51 @@ def forget(owner_id: int, copy: OpenVectors | None = None) -> None:
 
 
 def caches() -> tuple[dict, dict]:
-    """The copies and when each owner's was read: emptied with retrieval's hints (forget_hints)."""
+    """The copies and when each owner's was read: emptied with retrieval's hints (forget_hints).
+
+    Once no read is under way: a read begun before would keep its copy after they were emptied
+    (or, in a bench that searches two databases in turn, among the other database's).
+    """
+    settle()
     return _KEPT, _READ_AT
 
 
-def read(owner_id: int) -> OpenVectors | None:
-    """Read the owner's open, embedded rows into a copy and keep it; None when not kept.
+def obtain(owner_id: int, *, background: bool = True) -> OpenVectors | None:
+    """The owner's copy when one is kept; otherwise None, and a read of it is begun.
 
-    Not kept (and not read): when the owner's copy was read in the last
-    RELOAD_AFTER_SECONDS. Read but not kept: fewer than MIN_ROWS or more than
-    MAX_ROWS rows. One statement, so the rows and the snapshot they were read with agree.
+    Begun at most every RELOAD_AFTER_SECONDS per owner. On the reader thread when
+    `background` and READ_IN_BACKGROUND (the caller does not wait: None); otherwise
+    read here, on the caller's connection, and returned when kept (not kept: fewer
+    than MIN_ROWS or more than MAX_ROWS rows). `background` False: the caller's
+    connection is not the one the settings name (a bench that points the default
+    alias at another database), where the reader's would not go.
     """
+    copy = kept(owner_id)
+    if copy is not None or not _claim(owner_id):
+        return copy
+    if background and READ_IN_BACKGROUND and _READER.submit(owner_id):
+        return None
+    return _read(owner_id)
+
+
+def _claim(owner_id: int) -> bool:
+    """Whether the owner's copy may be read now (none read in the last RELOAD_AFTER_SECONDS);
+    if so, the read counts from now."""
     now = time.monotonic()
     with _LOCK:
         last = _READ_AT.get(owner_id)
         if last is not None and now - last < RELOAD_AFTER_SECONDS:
-            return None
+            return False
         if len(_READ_AT) > 10 * len(_KEPT) + 1000:
             _READ_AT.clear()
         _READ_AT[owner_id] = now
+    return True
+
+
+def _read(owner_id: int) -> OpenVectors | None:
+    """The read itself, on this thread's connection. One statement, so the rows and the
+    snapshot they were read with agree."""
+    now = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(_LOAD_SQL, [owner_id])
         snapshot, count, id_bytes, vector_bytes = cursor.fetchone()
@@ -170,6 +210,67 @@ def read(owner_id: int) -> OpenVectors | None:
             del _KEPT[oldest]
         _KEPT[owner_id] = copy
     return copy
+
+
+class _Reader:
+    """One thread per process that reads copies on a connection of its own, opened for each read.
+
+    A read is one statement in autocommit (its snapshot is the statement's, as on the
+    search's connection). The connection is closed after each read: reads are rare (at
+    most every RELOAD_AFTER_SECONDS per owner), and an idle session per process would be
+    held for nothing. A read that fails is logged; the owner's searches rank in SQL and
+    ask again after RELOAD_AFTER_SECONDS.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid: int | None = None
+        self._pending: list[Future] = []
+
+    def submit(self, owner_id: int) -> bool:
+        """Begin reading the owner's copy on the reader thread; False when it cannot take it."""
+        with self._lock:
+            # Per process: a thread does not survive a fork (gunicorn's workers).
+            if self._executor is None or self._pid != os.getpid():
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keepsake-open-vectors")
+                self._pid = os.getpid()
+                self._pending = []
+            try:
+                future = self._executor.submit(self._run, owner_id)
+            except RuntimeError:  # shutting down
+                return False
+            self._pending = [earlier for earlier in self._pending if not earlier.done()] + [future]
+        return True
+
+    @staticmethod
+    def _run(owner_id: int) -> None:
+        try:
+            _read(owner_id)
+        except Exception:
+            logger.warning(
+                "Reading the open vectors of owner %s failed; their searches rank in SQL.",
+                owner_id,
+                exc_info=True,
+            )
+        finally:
+            # Looked up in the reader thread: `connection` is each thread's own.
+            connection.close()
+
+    def settle(self) -> None:
+        """Wait for the reads begun so far (tests, benches: before they look at the copies)."""
+        with self._lock:
+            pending = list(self._pending) if self._pid == os.getpid() else []
+        for future in pending:
+            future.result()
+
+
+_READER = _Reader()
+
+
+def settle() -> None:
+    """Wait for the copies being read on the reader thread to be kept (or given up)."""
+    _READER.settle()
 
 
 # Whether the owner (%s) has a change the snapshot (%s, %s: the copy's) did not see: true

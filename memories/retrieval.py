@@ -1264,7 +1264,8 @@ def _kept_open_neighbours(
     as the SQL pass takes (with filters, that at once). Each time ranked through
     `visible` at full precision in one statement that also asks whether the copy is
     still whole. None when there is no copy to use (too few open rows, not the search's
-    own transaction, not read yet and not readable now) or it has missed a change (then
+    own transaction, not read yet: its read begun on the process's reader thread, at
+    most every open_vectors.RELOAD_AFTER_SECONDS) or it has missed a change (then
     dropped): the SQL pass runs instead.
     """
     if not open_vectors.ENABLED or open_vectors.MAX_ROWS <= 0 or open_count <= open_vectors.MIN_ROWS:
@@ -1272,7 +1273,8 @@ def _kept_open_neighbours(
     search_settings = getattr(_SEARCH_SETTINGS, "current", None)
     if search_settings is None or not search_settings.outermost:
         return None
-    copy = open_vectors.kept(owner_id) or open_vectors.read(owner_id)
+    # None until a copy is read: the reader thread reads it while this search ranks in SQL.
+    copy = open_vectors.obtain(owner_id, background=_on_the_configured_database())
     if copy is None:
         return None
     scope_sql, scope_params = visible

@@ -81,7 +81,8 @@ def _test_database_released(django_db_setup, django_db_blocker):
 
     A search outside any transaction (transactional tests, the browser tests' live
     server) runs its full-text side on a helper thread's own connection
-    (memories.retrieval._SideRunner): closed here. Any other session still on the
+    (memories.retrieval._SideRunner): closed here; copies of open vectors are read on
+    another thread's (memories.open_vectors._Reader): waited for. Any other session still on the
     test database (a process a test started and did not stop) would make the drop
     fail; it is named in a warning, so it can be found, and ended. Set up after the
     database (it asks for it), so torn down before it.
@@ -91,9 +92,10 @@ def _test_database_released(django_db_setup, django_db_blocker):
 
     from django.db import DatabaseError, connection
 
-    from memories import retrieval
+    from memories import open_vectors, retrieval
 
     retrieval._SIDE_RUNNER.close()
+    open_vectors.settle()  # its reader closes its connection after each read
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pid, client_port, state, left(query, 100), application_name FROM pg_stat_activity "
@@ -156,12 +158,14 @@ def text_side_threads(monkeypatch) -> list[str]:
 @pytest.fixture
 def kept_open_vectors(monkeypatch) -> list[tuple[int, bool]]:
     """Agents' exact searches take their candidates from a kept copy of the owner's open vectors
-    (memories/open_vectors.py) however few the owner has, read again whenever it is stale; each
-    try recorded in order as (owner id, whether the copy answered)."""
+    (memories/open_vectors.py) however few the owner has, read again whenever it is stale, by
+    the search that finds none (a server reads it on its reader thread meanwhile: tests of that
+    in test_open_vectors.py); each try recorded in order as (owner id, whether the copy answered)."""
     from memories import open_vectors, retrieval
 
     monkeypatch.setattr(open_vectors, "MIN_ROWS", 0)
     monkeypatch.setattr(open_vectors, "RELOAD_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(open_vectors, "READ_IN_BACKGROUND", False)
     tries: list[tuple[int, bool]] = []
     original = retrieval._kept_open_neighbours
 

@@ -138,6 +138,67 @@ def test_inside_a_callers_transaction_the_copy_is_not_used_and_its_grant_is_foun
     assert open_vectors.kept(owner.pk) is copy
 
 
+def _reader_connection():
+    """The reader thread's own database connection (None once closed)."""
+    return open_vectors._READER._executor.submit(lambda: connection.connection).result()
+
+
+def test_the_search_that_finds_no_copy_ranks_in_sql_while_the_reader_thread_reads_it(
+    journal, kept_open_vectors, monkeypatch
+):
+    owner, withheld = journal
+    monkeypatch.setattr(open_vectors, "ENABLED", False)
+    expected = [search(owner, "lantern", respect_consent=True, seed=seed) for seed in range(4)]
+    kept_open_vectors.clear()
+    monkeypatch.setattr(open_vectors, "ENABLED", True)
+    monkeypatch.setattr(open_vectors, "READ_IN_BACKGROUND", True)  # as a server reads them
+    read_in: list[str] = []
+    read = open_vectors._read
+
+    def recorded(owner_id):
+        read_in.append(threading.current_thread().name)
+        return read(owner_id)
+
+    monkeypatch.setattr(open_vectors, "_read", recorded)
+    first = search(owner, "lantern", respect_consent=True, seed=0)
+    open_vectors.settle()
+    # The search did not wait for the copy: it ranked in SQL, and the reader thread read it.
+    assert kept_open_vectors == [(owner.pk, False)]
+    assert len(read_in) == 1 and read_in[0].startswith("keepsake-open-vectors")
+    assert open_vectors.kept(owner.pk) is not None
+    # The next searches answer from it, as SQL does; the reader's connection was closed.
+    later = [search(owner, "lantern", respect_consent=True, seed=seed) for seed in range(1, 4)]
+    assert [first, *later] == expected
+    assert kept_open_vectors[1:] == [(owner.pk, True)] * 3
+    assert len(read_in) == 1
+    assert _reader_connection() is None
+    assert not {memory_id for hits in expected for memory_id, _ in hits} & withheld
+
+
+def test_a_read_that_fails_on_the_reader_thread_is_logged_and_the_searches_rank_in_sql(
+    journal, kept_open_vectors, monkeypatch, caplog
+):
+    owner, _ = journal
+    monkeypatch.setattr(open_vectors, "READ_IN_BACKGROUND", True)
+    load_sql = open_vectors._LOAD_SQL
+    monkeypatch.setattr(open_vectors, "_LOAD_SQL", load_sql.replace("count(*)", "count(*) / 0"))
+    with caplog.at_level("WARNING", logger="memories.open_vectors"):
+        expected = search(owner, "orchard", respect_consent=True)
+        open_vectors.settle()
+    assert f"Reading the open vectors of owner {owner.pk} failed" in caplog.text
+    assert open_vectors.kept(owner.pk) is None
+    assert _reader_connection() is None  # closed after the failure: the next read starts afresh
+    assert search(owner, "orchard", respect_consent=True) == expected
+    assert kept_open_vectors == [(owner.pk, False), (owner.pk, False)]
+    # Mended (a server back), the next search's read keeps the copy, and the one after uses it.
+    monkeypatch.setattr(open_vectors, "_LOAD_SQL", load_sql)
+    search(owner, "orchard", respect_consent=True)
+    open_vectors.settle()
+    assert open_vectors.kept(owner.pk) is not None
+    assert search(owner, "orchard", respect_consent=True) == expected
+    assert kept_open_vectors[2:] == [(owner.pk, False), (owner.pk, True)]
+
+
 def test_a_copy_is_read_again_at_most_every_reload_interval(journal, kept_open_vectors, monkeypatch):
     owner, withheld = journal
     monkeypatch.setattr(open_vectors, "RELOAD_AFTER_SECONDS", 3600.0)
@@ -156,7 +217,7 @@ def test_with_no_rows_to_keep_nothing_is_read_and_the_search_ranks_in_sql(
     expected = search(owner, "orchard", respect_consent=True)
     open_vectors.forget(owner.pk)
     monkeypatch.setattr(open_vectors, "MAX_ROWS", 0)  # KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS=0
-    monkeypatch.setattr(open_vectors, "read", lambda owner_id: pytest.fail("read with no rows to keep"))
+    monkeypatch.setattr(open_vectors, "_read", lambda owner_id: pytest.fail("read with no rows to keep"))
     assert search(owner, "orchard", respect_consent=True) == expected
     assert kept_open_vectors == [(owner.pk, True), (owner.pk, False)]
 
