@@ -28,6 +28,7 @@ from pgvector.django import CosineDistance
 from pgvector.psycopg import register_vector
 
 from config.gc_freeze import freeze_startup_objects
+from memories import open_vectors
 from memories.models import EMBEDDING_DIMENSIONS, Memory
 from people.models import ConsentStatus, Person
 
@@ -838,6 +839,11 @@ class Command(BaseCommand):
         )
         for fraction in fractions:
             _set_gated_fraction(seeded, fraction)
+            # A server past its first agents' search of this owner: over thousands of open
+            # memories that search begins reading their copy on the reader thread
+            # (memories/open_vectors.py), and the searches meanwhile rank in SQL.
+            search(agent_scope, gated=True)(queries[0])
+            open_vectors.settle()
             gated = _measure(search(agent_scope, gated=True), queries)
             truth = _measure(exact(agent_truth), queries)
             line("agent (gated) knn", f"{fraction:.2f}", gated, truth)
