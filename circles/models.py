@@ -179,6 +179,14 @@ class MemoryShare(models.Model):
                 condition=models.Q(blocked_count__gt=0),
                 name="memory_share_blocked_owner_idx",
             ),
+            # A circle's open shares with their vectors, read index-only: what an exact circle
+            # search ranks (retrieval._ranked_shares), without reading its other shares.
+            models.Index(
+                fields=["circle"],
+                include=["memory", "embedding"],
+                condition=models.Q(blocked_count=0, embedding__isnull=False),
+                name="memory_share_open_vectors",
+            ),
             HnswIndex(
                 fields=["embedding"],
                 condition=models.Q(blocked_count=0),
