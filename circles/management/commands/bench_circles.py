@@ -47,6 +47,7 @@ CIRCLE_PREWARMED = (
     *PREWARMED,
     "circles_memoryshare",
     "memory_share_open_idx",
+    "memory_share_open_vectors",
     "memory_share_open_hnsw",
     "memory_share_open_text",
     "memory_share_blocked_text",
