@@ -2213,10 +2213,12 @@ def _share_table() -> str:
 
 
 def _circle_open_shares(circle_id: uuid.UUID | str, viewers: list[int]) -> tuple[str, list]:
-    """SQL condition (on alias s) for the circle's shares that may pass for these viewers, per the hint."""
+    """SQL condition (on alias s) for the circle's shares that may pass for these viewers, per the
+    hint: the open ones, and the viewers' own (the owner always sees their own)."""
+    branches = _circle_open_share_branches(circle_id, viewers)
     return (
-        "s.circle_id = %s AND (s.blocked_count = 0 OR s.owner_id = ANY(%s))",
-        [str(circle_id), viewers],
+        " OR ".join(f"({condition})" for condition, _ in branches),
+        [param for _, params in branches for param in params],
     )
 
 
@@ -2275,9 +2277,10 @@ def _circle_open_hint(circle_id: uuid.UUID | str) -> int:
 
 
 def _circle_open_share_branches(circle_id: uuid.UUID | str, viewers: list[int]) -> list[tuple[str, list]]:
-    """_circle_open_shares as two conditions on alias s, one per index: the open shares
-    (memory_share_open_vectors, read index-only with their vectors) and the viewers' own
-    blocked ones (memory_share_blocked_owner_idx). Disjoint: blocked_count = 0 and > 0."""
+    """The circle's shares that may pass for these viewers (_circle_open_shares) as two
+    conditions on alias s, one per index: the open shares (memory_share_open_vectors, read
+    index-only with their vectors) and the viewers' own blocked ones
+    (memory_share_blocked_owner_idx). Disjoint: blocked_count = 0 and > 0."""
     return [
         ("s.circle_id = %s AND s.blocked_count = 0", [str(circle_id)]),
         ("s.owner_id = ANY(%s) AND s.circle_id = %s AND s.blocked_count > 0", [viewers, str(circle_id)]),
