@@ -189,6 +189,8 @@ def test_a_read_that_fails_on_the_reader_thread_is_logged_and_the_searches_rank_
     assert open_vectors.kept(owner.pk) is None
     assert _reader_connection() is None  # closed after the failure: the next read starts afresh
     assert search(owner, "orchard", respect_consent=True) == expected
+    open_vectors.settle()  # its read (RELOAD_AFTER_SECONDS is 0 here) failed too
+    assert open_vectors.kept(owner.pk) is None
     assert kept_open_vectors == [(owner.pk, False), (owner.pk, False)]
     # Mended (a server back), the next search's read keeps the copy, and the one after uses it.
     monkeypatch.setattr(open_vectors, "_LOAD_SQL", load_sql)
