@@ -31,3 +31,27 @@ def unbounded_index_scans() -> Iterator[None]:
         for name, value in UNBOUNDED.items():
             stack.enter_context(mock.patch.object(retrieval, name, value))
         yield
+
+
+def planned_as_on_a_big_table(sql: str, params: list, *, vacuum: str) -> tuple[list[tuple[str, str]], str]:
+    """EXPLAIN ANALYZE of `sql` after VACUUM (ANALYZE) of the table `vacuum` (the visibility map,
+    as autovacuum leaves it), with sequential and bitmap scans off: plans as on a big table, where
+    a test's few pages would be read at once by a scan of any kind. The (node type, index name) of
+    each index scan, and the plan as JSON text."""
+    import json
+    import re
+
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM (ANALYZE) {vacuum}")
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SET enable_bitmapscan = off")
+        try:
+            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+            (plan,) = cursor.fetchone()
+        finally:
+            cursor.execute("RESET enable_seqscan")
+            cursor.execute("RESET enable_bitmapscan")
+    plan = json.dumps(json.loads(plan) if isinstance(plan, str) else plan)
+    return re.findall(r'"Node Type": "([^"]*Scan)"[^{}]*?"Index Name": "([^"]*)"', plan), plan

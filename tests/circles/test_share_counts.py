@@ -349,10 +349,10 @@ def test_an_exact_circle_search_reads_the_open_shares_vectors_from_the_index_alo
     # The circle's open shares with their vectors side by side in memory_share_open_vectors, not
     # every share of the circle read from the table (with the viewers' own blocked ones OR-ed
     # into one condition, 20,000 shares were read for 2,000 open: ~8 ms).
-    import json
     import re
 
     from memories import retrieval
+    from tests.index_scans import planned_as_on_a_big_table
 
     # Family's shares among nine times as many of another circle's, as in a shared table:
     # reading the table for each of them costs a page apiece, their index entries lie side by side.
@@ -375,19 +375,7 @@ def test_an_exact_circle_search_reads_the_open_shares_vectors_from_the_index_alo
     sql, params = retrieval._nearest_shares_sql(
         retrieval._circle_open_share_branches(family.pk, [bob.pk]), retrieval._vector_text(unit(7)), 8
     )
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE) circles_memoryshare")  # the visibility map, as autovacuum leaves it
-        # Plans as on a big table (here a few pages, which a scan of any kind reads at once).
-        cursor.execute("SET enable_seqscan = off")
-        cursor.execute("SET enable_bitmapscan = off")
-        try:
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) SELECT {sql}", params)
-            (plan,) = cursor.fetchone()
-        finally:
-            cursor.execute("RESET enable_seqscan")
-            cursor.execute("RESET enable_bitmapscan")
-    plan = json.dumps(json.loads(plan) if isinstance(plan, str) else plan)
-    scans = re.findall(r'"Node Type": "([^"]*Scan)"[^{}]*?"Index Name": "([^"]*)"', plan)
+    scans, plan = planned_as_on_a_big_table(f"SELECT {sql}", params, vacuum="circles_memoryshare")
     assert ("Index Only Scan", "memory_share_open_vectors") in scans, scans
     # Of the 67 entries read, the table was asked about at most a few (pages an earlier test's
     # rolled-back rows left not yet all-visible).

@@ -441,7 +441,7 @@ def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone
     # The exact paths rank an owner's open rows by an index-only scan of
     # memory_gate_open_vectors (the owner's entries side by side), not one table page
     # per row: in a shared table an owner's rows lie spread among everyone's.
-    import json
+    from tests.index_scans import planned_as_on_a_big_table
 
     # Alice's rows among nine times as many of someone else's, as in a shared table: reading
     # the table for each of hers costs a page apiece, her index entries lie side by side.
@@ -454,24 +454,13 @@ def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone
         )
         for n in range(3000)
     )
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM (ANALYZE) memories_memorygate")  # the visibility map, as autovacuum leaves it
-        # Plans as on a big table (here a few pages, which a scan of any kind reads at once).
-        cursor.execute("SET enable_seqscan = off")
-        cursor.execute("SET enable_bitmapscan = off")
-        try:
-            cursor.execute(
-                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT memory_id FROM memories_memorygate "
-                "WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL "
-                "ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT 8",
-                [alice.pk, retrieval._vector_text(toward(0.0))],
-            )
-            (plan,) = cursor.fetchone()
-        finally:
-            cursor.execute("RESET enable_seqscan")
-            cursor.execute("RESET enable_bitmapscan")
-    plan = json.dumps(json.loads(plan) if isinstance(plan, str) else plan)
-    scans = re.findall(r'"Node Type": "([^"]*Scan)"[^{}]*?"Index Name": "([^"]*)"', plan)
+    scans, plan = planned_as_on_a_big_table(
+        "SELECT memory_id FROM memories_memorygate "
+        "WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL "
+        "ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT 8",
+        [alice.pk, retrieval._vector_text(toward(0.0))],
+        vacuum="memories_memorygate",
+    )
     assert ("Index Only Scan", "memory_gate_open_vectors") in scans, scans
     assert '"Heap Fetches": 0' in plan
 
