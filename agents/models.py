@@ -26,6 +26,9 @@ class Agent(models.Model):
     role = models.CharField(max_length=20, choices=AgentRole.choices, default=AgentRole.CUSTOM)
     instructions = models.TextField(blank=True)
     is_builtin = models.BooleanField(default=False)
+    # SPEC §3: `sensitive` memories (health, money, …) go to this agent's language model
+    # only when the owner says so. Off by default: withheld like ungranted ones.
+    may_read_sensitive = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -38,6 +38,9 @@ class Circle(models.Model):
     # owner's instructions (empty: the role's own).
     agent_role = models.CharField(max_length=20, default="caregiver")
     agent_instructions = models.TextField(blank=True, max_length=4000)
+    # The circle's agent may read `sensitive` memories (only ever in a member's private
+    # conversation, about that member). Off by default; the circle's owner decides.
+    agent_may_read_sensitive = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
