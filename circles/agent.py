@@ -159,7 +159,7 @@ def circle_chat_turn(*, conversation: CircleConversation, user: AbstractBaseUser
     config = llm_config()
     is_error = False
     if config is None:
-        content = offline_reply(question=text, memories=memories)
+        content = offline_reply(question=text, memories=memories, attribute_owners=True)
     else:
         messages = chat_prompt(
             agent=agent,
@@ -167,6 +167,7 @@ def circle_chat_turn(*, conversation: CircleConversation, user: AbstractBaseUser
             memories=memories,
             earlier_questions=[],
             question=text,
+            asker=user,
         )
         try:
             content = chat_completion(config=config, messages=messages)

@@ -77,7 +77,7 @@ from memories.retrieval import MAX_LIMIT, circle_memory_search
 from memories.selectors import memory_get
 from people.apis import ConsentEventOutputSerializer
 from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus, ConsentSurface
-from people.selectors import person_get
+from people.selectors import person_get, person_name_for_others
 from people.services import audience_validate, person_set_consent
 
 NOT_FOUND = error_response(
@@ -530,7 +530,7 @@ class CircleJoinRequestDeclineApi(APIView):
 
 # --- What a member sees --------------------------------------------------------------------------
 class CirclePersonOutputSerializer(serializers.Serializer):
-    name = serializers.CharField(source="person.display_name")
+    name = serializers.CharField(help_text="As members read it: the owner's Self is the owner's username.")
     role = serializers.ChoiceField(choices=ParticipantRole.choices)
 
     class Meta:
@@ -546,15 +546,8 @@ class CircleMemoryOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     kind = serializers.ChoiceField(choices=MemoryKind.choices)
     sensitivity = serializers.ChoiceField(choices=Sensitivity.choices)
-    people = CirclePersonOutputSerializer(
-        many=True, source="participants.all", help_text="The people in it, by name."
-    )
-    told_by = serializers.CharField(
-        source="source_person.display_name",
-        allow_null=True,
-        default=None,
-        help_text="Who told it, if it was not seen first-hand.",
-    )
+    people = serializers.SerializerMethodField(help_text="The people in it, by name.")
+    told_by = serializers.SerializerMethodField(help_text="Who told it, if it was not seen first-hand.")
     score = serializers.SerializerMethodField(help_text="With q: higher is a better match. Else null.")
 
     class Meta:
@@ -563,6 +556,24 @@ class CircleMemoryOutputSerializer(serializers.Serializer):
     @extend_schema_field(serializers.FloatField(allow_null=True))
     def get_score(self, memory: Memory) -> float | None:
         return self.context.get("scores", {}).get(memory.pk)
+
+    # Another member's Self is that member, by the username circles show, not someone called "Self".
+    @extend_schema_field(CirclePersonOutputSerializer(many=True))
+    def get_people(self, memory: Memory) -> list[dict]:
+        owner_name = memory.owner.get_username()
+        return [
+            {
+                "name": person_name_for_others(person=participant.person, owner_name=owner_name),
+                "role": participant.role,
+            }
+            for participant in memory.participants.all()
+        ]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_told_by(self, memory: Memory) -> str | None:
+        if memory.source_person is None:
+            return None
+        return person_name_for_others(person=memory.source_person, owner_name=memory.owner.get_username())
 
 
 @extend_schema(tags=["circles"])

@@ -63,6 +63,16 @@ def person_get(*, owner: AbstractBaseUser, person_id: object) -> Person:
     return get_object_or_404(Person, owner=owner, pk=person_id)
 
 
+def person_name_for_others(*, person: Person, owner_name: str) -> str:
+    """A person as someone other than their journal's owner reads them (a circle's members, its agent).
+
+    "Self" is the owner's word for themself: read by another member it would be a
+    stranger called Self, so it becomes the owner's own name (`owner_name`, their
+    username as circles show members).
+    """
+    return owner_name if person.is_self else person.display_name
+
+
 def person_list_for_agents(*, owner: AbstractBaseUser) -> QuerySet[Person]:
     """The people an agent may know of: those who granted consent for agents.
 

@@ -39,6 +39,7 @@ from insights.services import insight_check
 from memories.models import Memory
 from memories.retrieval import MAX_LIMIT, circle_memory_search, memory_search
 from people.models import Person
+from people.selectors import person_name_for_others
 
 MAX_QUERY_LENGTH = 1000
 MAX_INSIGHT_SOURCES = 20
@@ -132,8 +133,25 @@ def _readable_circle(token: AccessToken, circle: str):
 
 
 def _circle_memory_out(memory: Memory) -> dict[str, Any]:
-    # Another member's memory: its owner by username, the people in it by name (the gate let it through).
-    return {**_memory_out(memory), "owner": memory.owner.get_username()}
+    # Another member's memory: its owner by username, the people in it by name (the gate let it through),
+    # the owner's Self as the owner (to another member, "Self" would be a stranger of that name).
+    owner_name = memory.owner.get_username()
+    return {
+        **_memory_out(memory),
+        "owner": owner_name,
+        "people": [
+            {
+                "name": person_name_for_others(person=participant.person, owner_name=owner_name),
+                "role": participant.role,
+            }
+            for participant in memory.participants.all()
+        ],
+        "told_by": (
+            person_name_for_others(person=memory.source_person, owner_name=owner_name)
+            if memory.source_person
+            else None
+        ),
+    }
 
 
 def _log_a2a(token: AccessToken, memories: list[Memory]) -> None:

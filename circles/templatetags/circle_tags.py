@@ -3,6 +3,7 @@
 - `{% circle_consents person %}` on a person's page: a consent switch per circle.
 - `{% consent_history consent_events as history %}`: each event with its audience's label.
 - `{% share_panel memory %}` and `{% privacy_audit memory %}` on a memory's page.
+- `{{ person|circle_person_name:memory }}` on a circle's memory cards and pages.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from circles.selectors import (
 from memories.models import Memory
 from people.forms import ConsentForm
 from people.models import ConsentEvent, Person
+from people.selectors import person_name_for_others
 
 register = template.Library()
 
@@ -80,3 +82,12 @@ def invite_state(invite: CircleInvite) -> str:
     if invite.expires_at <= timezone.now():
         return "expired"
     return "active"
+
+
+@register.filter
+def circle_person_name(person: Person, memory: Memory) -> str:
+    """`{{ participant.person|circle_person_name:memory }}`: a person in a circle's memory, as members see it.
+
+    The owner's Self is shown as the owner's username (people.selectors.person_name_for_others).
+    """
+    return person_name_for_others(person=person, owner_name=memory.owner.get_username())
