@@ -5,26 +5,39 @@ those numbers, so a reply's citations are only readable in that order. A
 ManyToMany `.set()` inserts its rows in set order, which loses it; here the
 through rows are written in prompt order, and their serial ids keep it. The same
 holds for the agents' chat (Message) and a circle's chat (CircleMessage).
+
+The same ids are kept on the message itself (`source_ids`), which a deleted memory
+does not empty: the citation rows go with their memory, but what a reply was built
+from must not (SPEC §3, a derived text is gated like its sources on every read;
+circles/replies.py asks the gate for them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import models
+from django.db import models, transaction
 
 from memories.models import Memory
 
 
+@transaction.atomic
 def citations_save(*, message: models.Model, memories: Iterable[Memory]) -> None:
-    """Record `memories` as what `message` cites, [1] first. Replaces any earlier citations."""
+    """Record `memories` as what `message` cites and was built from, [1] first.
+
+    Replaces any earlier citations and provenance; both are written in one transaction,
+    so a reply is never seen with citations but no sources.
+    """
+    memories = list(dict.fromkeys(memories))
     manager = message.cited_memories
     through = manager.through
     through.objects.filter(**{manager.source_field_name: message}).delete()
     through.objects.bulk_create(
         through(**{manager.source_field_name: message, manager.target_field_name: memory})
-        for memory in dict.fromkeys(memories)
+        for memory in memories
     )
+    message.source_ids = [memory.pk for memory in memories]
+    type(message).objects.filter(pk=message.pk).update(source_ids=message.source_ids)
 
 
 def citations_attach(messages: Iterable[models.Model]) -> list[models.Model]:

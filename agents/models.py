@@ -75,6 +75,10 @@ class Message(models.Model):
     # The memories handed to the agent for this reply. A M2M (not an array of ids) so a
     # deleted memory drops out of old citations instead of leaving a dangling id.
     cited_memories = models.ManyToManyField("memories.Memory", blank=True, related_name="cited_in_messages")
+    # What the reply was built from, kept when a source is deleted (its citation row is not):
+    # the provenance of derived text (SPEC §3). The owner reads their own chats in full, so
+    # nothing here is gated on read today; the ids say what the text came from.
+    source_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     # People the question named whose memories were withheld for lack of consent: the
     # reply says so (quoting nothing) and offers the owner a consent request.
     withheld_people = models.ManyToManyField("people.Person", blank=True, related_name="+")
@@ -213,6 +217,8 @@ class MemoryProposal(models.Model):
     new_people = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     is_insight = models.BooleanField(default=False)
     sources = models.ManyToManyField("memories.Memory", blank=True, related_name="+")
+    # The sources' ids, kept when one is deleted (its row in `sources` is not).
+    source_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     status = models.CharField(
         max_length=10, choices=MemoryProposalStatus.choices, default=MemoryProposalStatus.PENDING
     )

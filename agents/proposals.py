@@ -235,6 +235,8 @@ def memory_proposal_create(
         sensitivity=sensitivity,
         is_insight=bool(source_memories),
         new_people=[] if source_memories else proposal_new_names(owner=owner, text=text),
+        # Kept when a source is deleted (its row in `sources` is not): what it was made from.
+        source_ids=[memory.pk for memory in source_memories],
     )
     if source_memories:
         proposal.sources.set(source_memories)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -263,6 +264,10 @@ class CircleMessage(models.Model):
     is_error = models.BooleanField(default=False)
     # The memories the gate handed to the agent for this reply (viewer set at that moment).
     cited_memories = models.ManyToManyField("memories.Memory", blank=True, related_name="+")
+    # The same memories' ids, kept when a memory is deleted (its citation row goes with it):
+    # what the reply was built from, asked of the gate for each reader on every read
+    # (circles/replies.py). A deleted source is one nobody may see, never "no source".
+    source_ids = ArrayField(models.UUIDField(), default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
