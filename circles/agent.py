@@ -9,7 +9,9 @@ The viewer set is read fresh on every turn from the circle's memberships:
   sensitive ones where they are the subject — may be used.
 The memories come from memories.retrieval.circle_memory_search with for_agent=True
 (expired and replaced memories are for members, not agents): the gate computes the
-intersection in SQL. Nothing here filters or decides visibility.
+intersection in SQL. Nothing here filters or decides visibility. The replies it
+stores keep their sources' ids and are read back, reader by reader, through
+circles/replies.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.citations import citations_save
@@ -32,7 +33,7 @@ from agents.prompt import chat_prompt
 from agents.services import BUILTIN_AGENTS, MAX_INSTRUCTIONS_LENGTH, MAX_MESSAGE_LENGTH, PRIVACY_INSTRUCTION
 from circles.models import Circle, CircleConversation, CircleMembership, CircleMessage
 from memories.models import Memory
-from memories.retrieval import circle_memory_search, circle_visible_memories, question_relevance
+from memories.retrieval import circle_memory_search, question_relevance
 
 logger = logging.getLogger(__name__)
 
@@ -182,19 +183,3 @@ def circle_chat_turn(*, conversation: CircleConversation, user: AbstractBaseUser
             citations_save(message=reply, memories=memories)
         CircleConversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return reply
-
-
-def circle_chat_messages(*, conversation: CircleConversation) -> QuerySet[CircleMessage]:
-    return conversation.messages.select_related("author").prefetch_related("cited_memories__owner")
-
-
-def circle_citable_ids(*, conversation: CircleConversation, viewer: AbstractBaseUser) -> set:
-    """The cited memories this member may open now (links only for those; the rest are named, not linked)."""
-    cited = CircleMessage.cited_memories.through.objects.filter(
-        circlemessage__conversation=conversation
-    ).values("memory_id")
-    return set(
-        circle_visible_memories(conversation.circle_id, [viewer.pk])
-        .filter(pk__in=cited)
-        .values_list("pk", flat=True)
-    )

@@ -2,7 +2,8 @@
 
 Thin: membership is checked on every request (circle_get_for_member 404s for
 anyone else, and a private conversation is only ever looked up for its member);
-the memories come from circles.agent, which asks the gate.
+the memories come from circles.agent, which asks the gate, and the stored replies
+are read through circles.replies, which asks it again for the reader.
 """
 
 from __future__ import annotations
@@ -15,23 +16,23 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from agents.citations import citations_attach
 from agents.llm import llm_config
 from circles import agent as circle_agent_module
+from circles.replies import circle_messages_for_reader
 from circles.selectors import circle_get_for_member, circle_members
 from circles.services import circle_update
 
 
 def _chat_context(request: HttpRequest, circle, *, private: bool, error: str = "", draft: str = "") -> dict:
     conversation = circle_agent_module.circle_conversation(circle=circle, user=request.user, private=private)
+    # Every stored reply is shown only if its sources are visible to this reader now.
+    readable = circle_messages_for_reader(conversation=conversation, reader=request.user)
     return {
         "circle": circle,
         "private": private,
         "conversation": conversation,
-        "chat_messages": citations_attach(
-            circle_agent_module.circle_chat_messages(conversation=conversation)
-        ),
-        "citable": circle_agent_module.circle_citable_ids(conversation=conversation, viewer=request.user),
+        "chat_messages": readable.messages,
+        "citable": readable.citable,
         "agent": circle_agent_module.circle_agent(circle),
         "roles": circle_agent_module.CIRCLE_AGENT_ROLES,
         "member_count": circle_members(circle=circle).count(),

@@ -138,13 +138,17 @@ def test_chat_page_plain_and_htmx_and_citations_link_only_what_the_reader_may_op
     assert response.status_code == 302
     page = client.get(f"/circles/{family.pk}/chat/").content.decode()
     assert f"/circles/{family.pk}/memories/{world['public'].pk}/" in page
-    # Carol revokes: the old reply keeps its words, but the citation is no longer a link for Bob.
+    assert "lantern painting with Carol" in page
+    # Carol revokes: the old reply drew on her memory, so for Bob it is the placeholder —
+    # neither its words nor any of its citations stay (SPEC §3: derived text is gated).
     person_set_consent(
         person=world["carol_person"], status=ConsentStatus.REVOKED, actor=alice, audience=family.audience
     )
     page = client.get(f"/circles/{family.pk}/chat/").content.decode()
+    assert "This reply drew on a memory that is no longer shared with you." in page
+    assert "lantern painting with Carol" not in page and "lantern festival" not in page
     assert f"/circles/{family.pk}/memories/{world['carol'].pk}/" not in page
-    assert "no longer shown to you" in page
+    assert f"/circles/{family.pk}/memories/{world['public'].pk}/" not in page
     response = client.post(
         f"/circles/{family.pk}/chat/private/send/", {"message": "lantern"}, HTTP_HX_REQUEST="true"
     )
