@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
-from accounts.authentication import request_agent
+from accounts.authentication import AgentTokensReadOnly, request_agent
 from agents.models import AccessSurface, AgentRole
 from agents.proposals import (
     MAX_AGENT_REASON_LENGTH,
@@ -21,8 +22,8 @@ from agents.proposals import (
     consent_request_from_agent,
 )
 from agents.selectors import agent_get, agent_list, conversation_get
-from agents.services import MAX_MESSAGE_LENGTH, chat_turn
-from config.api_inputs import StrictCharField
+from agents.services import MAX_MESSAGE_LENGTH, agent_set_sensitive_clearance, chat_turn
+from config.api_inputs import StrictBooleanField, StrictCharField
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -31,6 +32,10 @@ class AgentOutputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=AgentRole.choices)
     instructions = serializers.CharField()
     is_builtin = serializers.BooleanField()
+    may_read_sensitive = serializers.BooleanField(
+        help_text="Whether memories marked sensitive (that everyone in them consented to) reach this agent "
+        "and its language model. Off by default."
+    )
     created_at = serializers.DateTimeField()
 
     class Meta:
@@ -51,6 +56,9 @@ class AgentListApi(APIView):
 
 @extend_schema(tags=["agents"])
 class AgentDetailApi(APIView):
+    # An agent token reads itself; only the owner changes what an agent may read.
+    permission_classes = [IsAuthenticated, AgentTokensReadOnly]
+
     @extend_schema(
         operation_id="agents_retrieve",
         summary="Get an agent",
@@ -58,6 +66,34 @@ class AgentDetailApi(APIView):
     )
     def get(self, request: Request, agent_id) -> Response:
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
+        return Response(AgentOutputSerializer(agent).data)
+
+    class UpdateSerializer(serializers.Serializer):
+        may_read_sensitive = StrictBooleanField(
+            help_text="Allow (true) or stop (false) sensitive memories reaching this agent."
+        )
+
+        class Meta:
+            ref_name = "AgentUpdate"
+
+    @extend_schema(
+        operation_id="agents_partial_update",
+        summary="Allow or stop sensitive memories for an agent (owner token only)",
+        request=UpdateSerializer,
+        responses={
+            200: AgentOutputSerializer,
+            400: VALIDATION_ERROR,
+            403: error_response("Agent tokens cannot write."),
+            404: error_response("Unknown agent."),
+        },
+    )
+    def patch(self, request: Request, agent_id) -> Response:
+        agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
+        data = self.UpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        agent = agent_set_sensitive_clearance(
+            agent=agent, may_read_sensitive=data.validated_data["may_read_sensitive"]
+        )
         return Response(AgentOutputSerializer(agent).data)
 
 

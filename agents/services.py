@@ -30,7 +30,7 @@ from agents.offline import offline_reply
 from agents.prompt import chat_prompt
 from agents.proposals import memory_proposal_from_chat, remember_request
 from agents.selectors import agent_get_by_name, person_mentions_withheld
-from memories.models import Memory
+from memories.models import Memory, Sensitivity
 from memories.retrieval import RelevanceCutoff, memory_search, question_relevance
 from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
 from people.services import person_is_linked, person_set_consent
@@ -189,6 +189,15 @@ def agent_update(*, agent: Agent, name: str, instructions: str) -> Agent:
     return agent
 
 
+def agent_set_sensitive_clearance(*, agent: Agent, may_read_sensitive: bool) -> Agent:
+    """Whether `agent` may read sensitive memories (SPEC §3); built-in agents too: it is the owner's call."""
+    if not isinstance(may_read_sensitive, bool):
+        raise ValidationError({"may_read_sensitive": "Say true or false."})
+    agent.may_read_sensitive = may_read_sensitive
+    agent.save(update_fields=["may_read_sensitive"])
+    return agent
+
+
 def agent_delete(*, agent: Agent) -> None:
     """Delete a custom agent with its conversations and tokens; its access log stays (by name)."""
     _refuse_builtin(agent)
@@ -250,6 +259,7 @@ def agent_chat_memories(
     question: str,
     relevance: RelevanceCutoff | None = None,
     question_embedding: list[float] | None = None,
+    may_read_sensitive: bool = False,
 ) -> list[Memory]:
     """The memories the agent may use for `question`: THE consent gate, then the relevance cut-off.
 
@@ -257,7 +267,8 @@ def agent_chat_memories(
     memory that only mentions the park. Full text gets the question's words ORed
     (websearch syntax, stop words dropped by PostgreSQL); meaning is matched on
     the question as asked. Only the memories the question needs reach the agent
-    (question_relevance): none at all when nothing is relevant. `relevance` and
+    (question_relevance): none at all when nothing is relevant. `may_read_sensitive`:
+    the agent's clearance for sensitive memories (Agent.may_read_sensitive). `relevance` and
     `question_embedding` are for the relevance bench (bench_relevance).
     """
     words = [word for word in dict.fromkeys(re.findall(r"\w+", question.lower())) if word != "or"]
@@ -269,8 +280,31 @@ def agent_chat_memories(
         limit=settings.AGENT_CHAT_MEMORY_LIMIT,
         query_embedding=question_embedding or _question_embedding(question),
         relevance=relevance or question_relevance(),
+        may_read_sensitive=may_read_sensitive,
     )
     return [hit.memory for hit in hits]
+
+
+def sensitive_kept_back(
+    *, owner: AbstractBaseUser, question: str, question_embedding: list[float] | None
+) -> int:
+    """How many sensitive memories an uncleared agent was not given for `question`: a count for
+    the owner's copy of the reply, never for a prompt (the same search, with the clearance)."""
+    cleared = agent_chat_memories(
+        owner=owner, question=question, question_embedding=question_embedding, may_read_sensitive=True
+    )
+    return sum(memory.sensitivity == Sensitivity.SENSITIVE for memory in cleared)
+
+
+def sensitive_notice(count: int) -> str:
+    """What the owner's copy of a reply says about sensitive memories kept back: how many, never which."""
+    if not count:
+        return ""
+    memories = "memory was" if count == 1 else "memories were"
+    return (
+        f"{count} sensitive {memories} kept back: this agent may not read sensitive memories "
+        "(health, money, …). You can allow it on the agent's page."
+    )
 
 
 def conversation_create(*, owner: AbstractBaseUser, agent: Agent, title: str = "") -> Conversation:
@@ -330,9 +364,21 @@ def chat_turn(
         .values_list("content", flat=True)[:EARLIER_QUESTIONS_IN_PROMPT]
     )[::-1]
 
-    memories = agent_chat_memories(owner=owner, question=text)
+    question_embedding = _question_embedding(text)
+    memories = agent_chat_memories(
+        owner=owner,
+        question=text,
+        question_embedding=question_embedding,
+        may_read_sensitive=agent.may_read_sensitive,
+    )
     access_log_record(owner=owner, memories=memories, surface=surface, agent=agent)
     withheld = [] if asked_by_agent else person_mentions_withheld(owner=owner, text=text)
+    # As for withheld people: the owner is told, an agent asking for itself is not.
+    kept_back = (
+        0
+        if asked_by_agent or agent.may_read_sensitive
+        else sensitive_kept_back(owner=owner, question=text, question_embedding=question_embedding)
+    )
 
     config = llm_config()
     is_error = False
@@ -354,10 +400,10 @@ def chat_turn(
             content = f"{error} Your message is saved: send it again to retry."
             is_error = True
     if is_error:
-        withheld = []
-    notice = consent_notice(withheld)
-    if notice:
-        content = f"{content}\n\n{notice}"
+        withheld, kept_back = [], 0
+    for notice in (consent_notice(withheld), sensitive_notice(kept_back)):
+        if notice:
+            content = f"{content}\n\n{notice}"
 
     with transaction.atomic():
         reply = Message.objects.create(

@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.agent_create, name="agent_create"),
     path("<uuid:agent_id>/edit/", views.agent_edit, name="agent_edit"),
     path("<uuid:agent_id>/delete/", views.agent_delete, name="agent_delete"),
+    path("<uuid:agent_id>/sensitive/", views.agent_sensitive, name="agent_sensitive"),
     path("<uuid:agent_id>/chat/", views.agent_chat, name="agent_chat"),
     path("<uuid:agent_id>/chat/send/", views.agent_chat_send, name="agent_chat_send"),
     path("<uuid:agent_id>/chat/<uuid:conversation_id>/", views.agent_chat, name="agent_conversation"),

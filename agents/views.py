@@ -79,6 +79,26 @@ def agent_edit(request: HttpRequest, agent_id) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def agent_sensitive(request: HttpRequest, agent_id) -> HttpResponse:
+    """Allow or stop an agent reading sensitive memories; back to where the owner was."""
+    agent = selectors.agent_get(owner=request.user, agent_id=agent_id)
+    choice = request.POST.get("may_read_sensitive", "")
+    if choice not in ("on", "off"):
+        messages.error(request, "Choose whether the agent may read sensitive memories.")
+    else:
+        services.agent_set_sensitive_clearance(agent=agent, may_read_sensitive=choice == "on")
+        if agent.may_read_sensitive:
+            messages.success(request, f"{agent.name} may now read sensitive memories.")
+        else:
+            messages.success(request, f"{agent.name} no longer receives sensitive memories.")
+    back = request.POST.get("next", "")
+    if back not in (reverse("agent_list"), reverse("agent_chat", args=[agent.pk])):
+        back = reverse("agent_list")
+    return redirect(back)
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 def agent_delete(request: HttpRequest, agent_id) -> HttpResponse:
     agent = selectors.agent_get(owner=request.user, agent_id=agent_id)

@@ -56,7 +56,10 @@ def circle_agent(circle: Circle) -> Agent:
     return Agent(name=f"{circle.name} {name}", role=circle.agent_role, instructions=instructions)
 
 
-def circle_agent_update(*, circle: Circle, by: AbstractBaseUser, role: str, instructions: str) -> Circle:
+def circle_agent_update(
+    *, circle: Circle, by: AbstractBaseUser, role: str, instructions: str, may_read_sensitive: bool = False
+) -> Circle:
+    """The circle's agent's role, instructions and clearance for sensitive memories (the owner's)."""
     if circle.owner_id != by.pk:
         raise PermissionDenied("Only the circle's owner can set up its agent.")
     instructions = (instructions or "").strip()
@@ -68,7 +71,8 @@ def circle_agent_update(*, circle: Circle, by: AbstractBaseUser, role: str, inst
     if errors:
         raise ValidationError(errors)
     circle.agent_role, circle.agent_instructions = role, instructions
-    circle.save(update_fields=["agent_role", "agent_instructions", "updated_at"])
+    circle.agent_may_read_sensitive = may_read_sensitive
+    circle.save(update_fields=["agent_role", "agent_instructions", "agent_may_read_sensitive", "updated_at"])
     return circle
 
 
@@ -125,6 +129,7 @@ def circle_chat_memories(*, conversation: CircleConversation, question: str) -> 
         query_embedding=_question_embedding(question),
         for_agent=True,
         read_by_several=conversation.private_to_id is None,
+        may_read_sensitive=conversation.circle.agent_may_read_sensitive,
         relevance=question_relevance(),
     )
     return [hit.memory for hit in hits]

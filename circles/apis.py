@@ -618,13 +618,18 @@ class CircleMemoryListApi(APIView):
         query, limit, offset = (params.validated_data[key] for key in ("q", "limit", "offset"))
         if query:
             hits = circle_memory_search(
-                circle.pk, [request.user.pk], query, limit=limit, for_agent=agent is not None
+                circle.pk,
+                [request.user.pk],
+                query,
+                limit=limit,
+                for_agent=agent is not None,
+                may_read_sensitive=agent is not None and agent.may_read_sensitive,
             )
             page = [hit.memory for hit in hits]
             scores = {hit.memory.pk: hit.score for hit in hits}
             count, next_url, previous_url = len(page), None, None
         else:
-            memories = circle_timeline(circle=circle, viewer=request.user, for_agent=agent is not None)
+            memories = circle_timeline(circle=circle, viewer=request.user, agent=agent)
             count = memories.count()
             page = list(memories[offset : offset + limit])
             scores = {}
@@ -647,9 +652,7 @@ class CircleMemoryDetailApi(APIView):
     )
     def get(self, request: Request, circle_id, memory_id) -> Response:
         circle, agent = _circle_reader(request, circle_id)
-        memory = circle_memory_get(
-            circle=circle, viewer=request.user, memory_id=memory_id, for_agent=agent is not None
-        )
+        memory = circle_memory_get(circle=circle, viewer=request.user, memory_id=memory_id, agent=agent)
         _record_read([memory], request, agent)
         return Response(CircleMemoryOutputSerializer(memory).data)
 

@@ -88,6 +88,7 @@ def circle_agent_settings(request: HttpRequest, circle_id) -> HttpResponse:
             by=request.user,
             role=request.POST.get("role", ""),
             instructions=request.POST.get("instructions", ""),
+            may_read_sensitive=request.POST.get("agent_may_read_sensitive") == "on",
         )
         circle_update(
             circle=circle, by=request.user, agents_may_read=request.POST.get("agents_may_read") == "on"

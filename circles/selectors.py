@@ -15,6 +15,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
+from agents.models import Agent
 from circles.models import Circle, CircleInvite, CircleMembership, JoinRequest, JoinRequestStatus, MemoryShare
 from circles.services import NotConsented, share_blockers
 from memories.models import Memory, ParticipantRole, Sensitivity
@@ -93,19 +94,26 @@ def join_request_for_user(*, circle: Circle, user: AbstractBaseUser) -> JoinRequ
 # --- what a member sees ------------------------------------------------------------------------
 
 
-def circle_timeline(*, circle: Circle, viewer: AbstractBaseUser, for_agent: bool = False) -> QuerySet[Memory]:
-    """What the viewer (or, for_agent, the viewer's agent) may see in the circle, newest first (the gate)."""
-    return circle_memory_timeline(circle.pk, [viewer.pk], for_agent=for_agent)
+def circle_timeline(
+    *, circle: Circle, viewer: AbstractBaseUser, agent: Agent | None = None
+) -> QuerySet[Memory]:
+    """What the viewer (or the viewer's `agent`, A2A) may see in the circle, newest first (the gate)."""
+    return circle_memory_timeline(
+        circle.pk,
+        [viewer.pk],
+        for_agent=agent is not None,
+        may_read_sensitive=agent is not None and agent.may_read_sensitive,
+    )
 
 
 def circle_memory_get(
-    *, circle: Circle, viewer: AbstractBaseUser, memory_id: object, for_agent: bool = False
+    *, circle: Circle, viewer: AbstractBaseUser, memory_id: object, agent: Agent | None = None
 ) -> Memory:
     try:
         uuid.UUID(str(memory_id))
     except ValueError:
         raise Http404("No such memory.") from None
-    return get_object_or_404(circle_timeline(circle=circle, viewer=viewer, for_agent=for_agent), pk=memory_id)
+    return get_object_or_404(circle_timeline(circle=circle, viewer=viewer, agent=agent), pk=memory_id)
 
 
 def circle_get_for_agent(*, agent, circle_id: object) -> Circle:
@@ -261,6 +269,15 @@ def memory_privacy_audit(*, memory: Memory) -> PrivacyAudit:
     reasons only explain it.
     """
     agents_visible = agent_visible_memories(memory.owner_id).filter(pk=memory.pk).exists()
+    cleared_agents: list[str] = []
+    if not agents_visible and memory.sensitivity == Sensitivity.SENSITIVE:
+        # The same gate with the clearance the owner gave some agents for sensitive memories.
+        if agent_visible_memories(memory.owner_id, may_read_sensitive=True).filter(pk=memory.pk).exists():
+            cleared_agents = list(
+                Agent.objects.filter(owner_id=memory.owner_id, may_read_sensitive=True)
+                .order_by("name")
+                .values_list("name", flat=True)
+            )
     visibility = memory_agent_visibility(memory)
     agent_reasons = [
         f"{person.display_name} has not consented ({person.consent_status})" for person in visibility.blockers
@@ -276,8 +293,15 @@ def memory_privacy_audit(*, memory: Memory) -> PrivacyAudit:
         agent_reasons.append("expired")
     if visibility.superseded:
         agent_reasons.append("replaced by a newer memory")
+    if visibility.sensitive:
+        agent_reasons.append(
+            "sensitive: only agents you allowed to read sensitive memories receive it"
+            + (f" ({', '.join(cleared_agents)})" if cleared_agents else "; none is allowed")
+        )
     if agents_visible:
         agent_reasons = ["everyone in it has consented for your agents"]
+    elif cleared_agents:
+        agents_visible = True
     circles = []
     for share in memory_share_list(memory=memory):
         entries = []

@@ -79,3 +79,17 @@ class StrictCharField(serializers.CharField):
         if problem is not None:
             raise serializers.ValidationError(f"Text {problem}")
         return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A BooleanField that takes only JSON true or false: "yes", 1 or "on" is a 400, never guessed."""
+
+    default_error_messages = {
+        **serializers.BooleanField.default_error_messages,
+        "not_a_boolean": "Must be true or false, not {input_type}.",
+    }
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean", input_type=type(data).__name__)
+        return data

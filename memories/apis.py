@@ -234,12 +234,21 @@ def _respect_consent(request: Request, requested: bool) -> bool:
     return True if request_agent(request) is not None else requested
 
 
+def _may_read_sensitive(request: Request) -> bool:
+    """The calling agent's clearance for sensitive memories (none for an owner asking as agents would)."""
+    agent = request_agent(request)
+    return agent is not None and agent.may_read_sensitive
+
+
 def _agent_scope(
     request: Request, filters: MemoryFilters | None = None, *, whole_journal: bool = False
 ) -> QuerySet[Memory]:
     """What an agent may read: the shared consent gate (`whole_journal`: planned for a count), then
     the client's filters."""
-    return memory_apply_filters(agent_visible_memories(request.user, whole_journal=whole_journal), filters)
+    scope = agent_visible_memories(
+        request.user, may_read_sensitive=_may_read_sensitive(request), whole_journal=whole_journal
+    )
+    return memory_apply_filters(scope, filters)
 
 
 def _agent_memories(request: Request, filters: MemoryFilters | None = None) -> QuerySet[Memory]:
@@ -524,6 +533,7 @@ class MemorySearchApi(APIView):
             params.validated_data["q"],
             respect_consent=respect_consent,
             limit=params.validated_data["limit"],
+            may_read_sensitive=_may_read_sensitive(request),
         )
         _log_agent_access(request, [hit.memory for hit in hits])
         results = _search_results(hits, scores=params.validated_data["scores"])
@@ -543,7 +553,12 @@ class MemorySimilarApi(APIView):
         params = RetrievalParamsSerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
         respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
-        hits = memory_similar(memory, respect_consent=respect_consent, limit=params.validated_data["limit"])
+        hits = memory_similar(
+            memory,
+            respect_consent=respect_consent,
+            limit=params.validated_data["limit"],
+            may_read_sensitive=_may_read_sensitive(request),
+        )
         _log_agent_access(request, [hit.memory for hit in hits])
         results = _search_results(hits, scores=params.validated_data["scores"])
         return Response({"results": results, "consent_gated": respect_consent})

@@ -286,15 +286,12 @@ class _ExistsPerRow(Exists):
     template = "EXISTS(%(subquery)s OFFSET 0)"
 
 
-def agent_visible_memories(owner: AbstractBaseUser | int, *, whole_journal: bool = False) -> QuerySet[Memory]:
-    """The owner's memories an agent may see. THE consent gate; every agent path uses it.
+def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: bool) -> list:
+    """The conditions an owner's memory must meet for an agent acting for that owner (SPEC §3).
 
-    `whole_journal`: a plan for reading all of them (a count): the participant
-    check may then be planned as a join, one pass over the participants, rather
-    than probed memory by memory (_ExistsPerRow), which suits a statement that
-    looks at a few rows (a search, a page). The same condition either way.
+    Shared by agent_visible_memories and by the circle case when the memory's owner
+    is among the readers through an agent: no agent is the owner.
     """
-    owner_id = _owner_id(owner)
     # Fail closed: a participant blocks unless its person row is positively known
     # to have granted consent. Written as NOT EXISTS(granted person) rather than a
     # JOIN to people filtered on "not granted": with a JOIN, a participant whose
@@ -314,7 +311,7 @@ def agent_visible_memories(owner: AbstractBaseUser | int, *, whole_journal: bool
         owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
     )
     participant_check = Exists if whole_journal else _ExistsPerRow
-    return Memory.objects.filter(
+    rules = [
         ~participant_check(ungranted_participant),
         # Self first: one probe per statement (an InitPlan) that, granted as it
         # usually is, settles the OR for every row. With the other arm first,
@@ -324,15 +321,39 @@ def agent_visible_memories(owner: AbstractBaseUser | int, *, whole_journal: bool
         Q(source_person__isnull=True) | Exists(granted_source),
         # Now() is the transaction's clock, so every statement in one search agrees.
         Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),
-        owner_id=owner_id,
-        superseded_by__isnull=True,
+        Q(owner_id=owner_id),
+        Q(superseded_by__isnull=True),
+    ]
+    if not may_read_sensitive:
+        # Sensitive memories go to a language model only when the owner cleared the agent for them.
+        rules.append(~Q(sensitivity=Sensitivity.SENSITIVE))
+    return rules
+
+
+def agent_visible_memories(
+    owner: AbstractBaseUser | int, *, may_read_sensitive: bool = False, whole_journal: bool = False
+) -> QuerySet[Memory]:
+    """The owner's memories an agent may see. THE consent gate; every agent path uses it.
+
+    `may_read_sensitive`: the agent's clearance for `sensitive` memories (off by
+    default: withheld like ungranted ones). `whole_journal`: a plan for reading
+    all of them (a count): the participant check may then be planned as a join,
+    one pass over the participants, rather than probed memory by memory
+    (_ExistsPerRow), which suits a statement that looks at a few rows (a search,
+    a page). The same condition either way.
+    """
+    return Memory.objects.filter(
+        *_agents_rules(_owner_id(owner), may_read_sensitive=may_read_sensitive, whole_journal=whole_journal)
     )
 
 
-def memory_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> QuerySet[Memory]:
-    """Where a search may look: the gate for agents, the whole journal for its owner."""
+def memory_scope(
+    owner: AbstractBaseUser | int, *, respect_consent: bool, may_read_sensitive: bool = False
+) -> QuerySet[Memory]:
+    """Where a search may look: the gate for agents (with their clearance for
+    sensitive memories), the whole journal for its owner."""
     if respect_consent:
-        return agent_visible_memories(owner)
+        return agent_visible_memories(owner, may_read_sensitive=may_read_sensitive)
     return Memory.objects.filter(owner_id=_owner_id(owner))
 
 
@@ -343,16 +364,19 @@ def memory_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> Que
 # placeholder id and the caller's id is put into the parameters.
 # tests/memories/test_retrieval.py compares it with a fresh compile.
 _OWNER_PLACEHOLDER = -1_000_000_007
-_COMPILED_SCOPES: dict[bool, tuple[str, tuple]] = {}
+_COMPILED_SCOPES: dict[tuple[bool, bool], tuple[str, tuple]] = {}
 
 
-def _compiled_scope(owner: AbstractBaseUser | int, *, respect_consent: bool) -> tuple[str, list]:
+def _compiled_scope(
+    owner: AbstractBaseUser | int, *, respect_consent: bool, may_read_sensitive: bool = False
+) -> tuple[str, list]:
     """memory_scope(owner) as SQL selecting (id, embedding), and its parameters."""
-    compiled = _COMPILED_SCOPES.get(respect_consent)
+    key = (respect_consent, respect_consent and may_read_sensitive)
+    compiled = _COMPILED_SCOPES.get(key)
     if compiled is None:
-        scope = memory_scope(_OWNER_PLACEHOLDER, respect_consent=respect_consent)
+        scope = memory_scope(_OWNER_PLACEHOLDER, respect_consent=respect_consent, may_read_sensitive=key[1])
         sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
-        compiled = _COMPILED_SCOPES[respect_consent] = (sql, tuple(params))
+        compiled = _COMPILED_SCOPES[key] = (sql, tuple(params))
     sql, params = compiled
     owner_id = _owner_id(owner)
     return sql, [owner_id if _is_placeholder(param) else param for param in params]
@@ -366,20 +390,30 @@ def _is_placeholder(param: object) -> bool:
 # several or not, how many viewers) with placeholder circle and viewers.
 _CIRCLE_PLACEHOLDER = uuid.UUID("00000000-0000-4000-8000-00000000c1c1")
 _VIEWER_PLACEHOLDER = -1_000_000_100
-_COMPILED_CIRCLE_SCOPES: dict[tuple[bool, bool, int], tuple[str, tuple]] = {}
+_COMPILED_CIRCLE_SCOPES: dict[tuple[bool, bool, bool, int], tuple[str, tuple]] = {}
 
 
 def _compiled_circle_scope(
-    circle_id: uuid.UUID | str, viewers: list[int], *, for_agent: bool, read_by_several: bool
+    circle_id: uuid.UUID | str,
+    viewers: list[int],
+    *,
+    for_agent: bool,
+    read_by_several: bool,
+    may_read_sensitive: bool = False,
 ) -> tuple[str, list]:
     """circle_visible_memories(...) as SQL selecting (id, embedding), and its parameters."""
     viewers = sorted(set(viewers))
-    key = (for_agent, read_by_several, len(viewers))
+    may_read_sensitive = for_agent and may_read_sensitive
+    key = (for_agent, read_by_several, may_read_sensitive, len(viewers))
     placeholders = [_VIEWER_PLACEHOLDER - index for index in range(len(viewers))]
     compiled = _COMPILED_CIRCLE_SCOPES.get(key)
     if compiled is None:
         scope = circle_visible_memories(
-            _CIRCLE_PLACEHOLDER, placeholders, for_agent=for_agent, read_by_several=read_by_several
+            _CIRCLE_PLACEHOLDER,
+            placeholders,
+            for_agent=for_agent,
+            read_by_several=read_by_several,
+            may_read_sensitive=may_read_sensitive,
         )
         sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
         compiled = _COMPILED_CIRCLE_SCOPES[key] = (sql, tuple(params))
@@ -404,7 +438,11 @@ def _compiled_circle_scope(
     if any(_mentions_placeholder(param) for param in filled):
         # A parameter in a form not swapped above: compile this one afresh.
         scope = circle_visible_memories(
-            circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+            circle_id,
+            viewers,
+            for_agent=for_agent,
+            read_by_several=read_by_several,
+            may_read_sensitive=may_read_sensitive,
         )
         return _scope_sql(scope)
     return sql, filled
@@ -445,6 +483,7 @@ def circle_visible_memories(
     *,
     for_agent: bool = False,
     read_by_several: bool = False,
+    may_read_sensitive: bool = False,
 ) -> QuerySet[Memory]:
     """The memories shared into a circle that EVERY viewer in `viewer_ids` may see. THE gate's circle case.
 
@@ -454,19 +493,23 @@ def circle_visible_memories(
     - M is shared into the circle, O is still a member of it, and V is a current
       member (membership is read by this very statement: leaving or removal
       takes effect on the next query, nothing cached);
-    - V is O (the owner always sees their own), or else
+    - V is O reading as a person (the owner always sees their own), or else
       - every participant and the source of M is granted for `circle:<id>`
         (PersonConsent; Self counts as granted; a missing person blocks), and
       - sensitivity allows V: `public` → yes; `personal` → V is linked to a
         subject of M; `sensitive` → the same, and only when V reads alone.
-    Expiry and supersession hide memories from agents only: members see a shared
-    memory as an entry in a shared journal; `for_agent` (the circle's agent, a
-    member's agent reading the circle) excludes expired and replaced memories too.
+    `for_agent`: an agent reads for these viewers (the circle's agent in any
+    conversation, a member's agent reading the circle). No agent is the owner
+    (SPEC §3): the owner's own memory then passes only if the owner's agents may
+    read it (agent_visible_memories' rules: `agents` consent of everyone in it,
+    Self for an untagged one, expiry, supersession) and its people have consented
+    to the circle. Expiry and supersession hide memories from agents only:
+    members see a shared memory as an entry in a shared journal. An agent reads a
+    `sensitive` memory only with `may_read_sensitive` (its clearance), alone.
     `read_by_several`: the reply will be read by more than these viewers (a
     circle's shared conversation, which future members read too), so `sensitive`
-    never passes even for a single viewer, and the owner's shortcut is narrowed:
-    the owner's own memory still needs its people's consent for the circle and is
-    never `sensitive` there.
+    never passes even for a single viewer, and the owner's own memory still needs
+    its people's consent for the circle and is never `sensitive` there.
     """
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
@@ -495,6 +538,8 @@ def circle_visible_memories(
         ),
     ]
     alone = len(viewers) == 1 and not read_by_several
+    # A person reading alone may read a sensitive memory about them; an agent only when cleared.
+    sensitive_passes = alone and (may_read_sensitive or not for_agent)
     if for_agent:
         # Now() is the transaction's clock, as in agent_visible_memories.
         conditions += [Q(expires_at__isnull=True) | Q(expires_at__gt=Now()), Q(superseded_by__isnull=True)]
@@ -507,15 +552,25 @@ def circle_visible_memories(
             )
         )
         allowed = Q(sensitivity=Sensitivity.PUBLIC) | (Q(sensitivity=Sensitivity.PERSONAL) & about_viewer)
-        if alone:
+        if sensitive_passes:
             allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
         conditions.append(Exists(members.filter(user_id=viewer_id)))
-        if read_by_several:
-            # A reply the circle reads (future members too): its audience is the
+        if for_agent:
+            # The viewer's own memory through an agent: the agents' rules for its owner
+            # and the circle's consent, never the owner's shortcut (nor `allowed`, which
+            # would let a public one past the owner's agents' consent).
+            owner_sensitivities = [Sensitivity.PUBLIC, Sensitivity.PERSONAL]
+            if sensitive_passes:
+                owner_sensitivities.append(Sensitivity.SENSITIVE)
+            owner_may = Q(
+                *_agents_rules(viewer_id, may_read_sensitive=sensitive_passes, whole_journal=False),
+                sensitivity__in=owner_sensitivities,
+            )
+            conditions.append(consented & (owner_may | (~Q(owner_id=viewer_id) & allowed)))
+        elif read_by_several:
+            # A text the circle reads (future members too): its audience is the
             # circle, so the owner's own memory needs its people's consent for the
-            # circle and is never sensitive, or a circle of one would carry the
-            # owner's withheld and sensitive memories into a conversation every
-            # later member reads.
+            # circle and is never sensitive.
             owner_may = Q(owner_id=viewer_id, sensitivity__in=[Sensitivity.PUBLIC, Sensitivity.PERSONAL])
             conditions.append(consented & (owner_may | allowed))
         else:
@@ -1982,10 +2037,12 @@ def memory_search(
     filters: MemoryFilters | None = None,
     query_embedding: Sequence[float] | None = None,
     relevance: RelevanceCutoff | None = None,
+    may_read_sensitive: bool = False,
 ) -> list[SearchHit]:
     """Hybrid search of the owner's memories, relevant ones only, best first.
 
-    Agents must pass respect_consent=True. `query_embedding` skips embedding the
+    Agents must pass respect_consent=True, and their clearance for sensitive
+    memories as `may_read_sensitive`. `query_embedding` skips embedding the
     query (callers that already have it; tests; the benchmark). `relevance`:
     the cut-off (RelevanceCutoff); search_relevance() when left out.
     """
@@ -2018,10 +2075,15 @@ def memory_search(
             small_owner = _small_owner(owner_id)
 
         def scope() -> QuerySet[Memory]:
-            return memory_apply_filters(memory_scope(owner, respect_consent=respect_consent), filters)
+            return memory_apply_filters(
+                memory_scope(owner, respect_consent=respect_consent, may_read_sensitive=may_read_sensitive),
+                filters,
+            )
 
         if unfiltered:
-            visible = _compiled_scope(owner_id, respect_consent=respect_consent)
+            visible = _compiled_scope(
+                owner_id, respect_consent=respect_consent, may_read_sensitive=may_read_sensitive
+            )
             candidates = _owner_candidates_sql(
                 owner_id, agents=respect_consent, small_owner=bool(small_owner)
             )
@@ -2414,11 +2476,12 @@ def circle_memory_search(
     query_embedding: Sequence[float] | None = None,
     for_agent: bool = False,
     read_by_several: bool = False,
+    may_read_sensitive: bool = False,
     relevance: RelevanceCutoff | None = None,
 ) -> list[SearchHit]:
     """Hybrid search of what every viewer in `viewer_ids` may see in the circle: relevant, best first.
 
-    `for_agent` and `read_by_several` as for circle_visible_memories; `relevance`
+    `for_agent`, `read_by_several` and `may_read_sensitive` as for circle_visible_memories; `relevance`
     as for memory_search.
     """
     _check_limit(limit)
@@ -2434,11 +2497,19 @@ def circle_memory_search(
 
         def scope() -> QuerySet[Memory]:
             return circle_visible_memories(
-                circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+                circle_id,
+                viewers,
+                for_agent=for_agent,
+                read_by_several=read_by_several,
+                may_read_sensitive=may_read_sensitive,
             )
 
         visible = _compiled_circle_scope(
-            circle_id, viewers, for_agent=for_agent, read_by_several=read_by_several
+            circle_id,
+            viewers,
+            for_agent=for_agent,
+            read_by_several=read_by_several,
+            may_read_sensitive=may_read_sensitive,
         )
         # The circle's shares are the candidates (the gate, in `visible`, decides).
         text_side = functools.partial(
@@ -2463,7 +2534,11 @@ def circle_memory_search(
 
 
 def circle_memory_timeline(
-    circle_id: uuid.UUID | str, viewer_ids: Iterable[int], *, for_agent: bool = False
+    circle_id: uuid.UUID | str,
+    viewer_ids: Iterable[int],
+    *,
+    for_agent: bool = False,
+    may_read_sensitive: bool = False,
 ) -> QuerySet[Memory]:
     """What the viewers may see in the circle, newest first, with people and owners loaded.
 
@@ -2473,9 +2548,9 @@ def circle_memory_timeline(
     shares, not all of them. The gate (circle_visible_memories) still decides.
     """
     viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
-    scope = circle_visible_memories(circle_id, viewers, for_agent=for_agent).filter(
-        Q(shares__circle_id=circle_id) & (Q(shares__blocked_count=0) | Q(shares__owner_id__in=viewers))
-    )
+    scope = circle_visible_memories(
+        circle_id, viewers, for_agent=for_agent, may_read_sensitive=may_read_sensitive
+    ).filter(Q(shares__circle_id=circle_id) & (Q(shares__blocked_count=0) | Q(shares__owner_id__in=viewers)))
     return (
         _with_people(scope)
         .select_related("owner")
@@ -2492,7 +2567,9 @@ def _anchor_embedding(memory: Memory) -> list[float] | None:
     return None if embedding is None else list(embedding)
 
 
-def memory_similar(memory: Memory, *, respect_consent: bool = False, limit: int = 10) -> list[SearchHit]:
+def memory_similar(
+    memory: Memory, *, respect_consent: bool = False, limit: int = 10, may_read_sensitive: bool = False
+) -> list[SearchHit]:
     """The memories nearest in meaning to `memory` (never itself), nearest first.
 
     For agents: nothing at all when `memory` itself does not pass the gate, and
@@ -2500,7 +2577,9 @@ def memory_similar(memory: Memory, *, respect_consent: bool = False, limit: int 
     """
     _check_limit(limit)
     with _search_transaction():
-        scope = memory_scope(memory.owner_id, respect_consent=respect_consent)
+        scope = memory_scope(
+            memory.owner_id, respect_consent=respect_consent, may_read_sensitive=may_read_sensitive
+        )
         if respect_consent and not scope.filter(pk=memory.pk).exists():
             return []
         embedding = _anchor_embedding(memory)
@@ -2565,7 +2644,9 @@ def _gated_relations(memory: Memory, scope: QuerySet[Memory]) -> list[tuple[uuid
     return relations
 
 
-def memory_related(memory: Memory, *, respect_consent: bool = False, limit: int = 20) -> list[RelatedHit]:
+def memory_related(
+    memory: Memory, *, respect_consent: bool = False, limit: int = 20, may_read_sensitive: bool = False
+) -> list[RelatedHit]:
     """Memories linked to `memory`: similar in meaning, sharing a person, superseding.
 
     Owner view: the edges the workers computed, either direction. Agent view: an
@@ -2574,7 +2655,9 @@ def memory_related(memory: Memory, *, respect_consent: bool = False, limit: int 
     """
     _check_limit(limit)
     with _search_transaction():
-        scope = memory_scope(memory.owner_id, respect_consent=respect_consent)
+        scope = memory_scope(
+            memory.owner_id, respect_consent=respect_consent, may_read_sensitive=may_read_sensitive
+        )
         if respect_consent:
             if not scope.filter(pk=memory.pk).exists():
                 return []

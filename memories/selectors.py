@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from memories.lifecycle import expired_q, memory_is_expired
-from memories.models import Memory, MemoryParticipant
+from memories.models import Memory, MemoryParticipant, Sensitivity
 from memories.supersession import memory_supersession_chain
 from people.models import ConsentStatus, Person
 
@@ -113,11 +113,19 @@ class AgentVisibility:
     # No one is in the memory and the owner's Self is not granted (or missing):
     # Self stands in as the participant of an untagged memory.
     self_withheld: bool = False
+    # `sensitive`: withheld from every agent the owner has not cleared for sensitive memories
+    # (the gate's default, agent_visible_memories(may_read_sensitive=False)).
+    sensitive: bool = False
 
     @property
     def hidden(self) -> bool:
         return bool(
-            self.blockers or self.source_blocker or self.expired or self.superseded or self.self_withheld
+            self.blockers
+            or self.source_blocker
+            or self.expired
+            or self.superseded
+            or self.self_withheld
+            or self.sensitive
         )
 
 
@@ -135,6 +143,7 @@ def memory_agent_visibility(memory: Memory, *, now: datetime | None = None) -> A
         expired=memory_is_expired(memory, now=now),
         superseded=memory.superseded_by_id is not None,
         self_withheld=not memory.participants.all() and _owner_self_status(memory) != ConsentStatus.GRANTED,
+        sensitive=memory.sensitivity == Sensitivity.SENSITIVE,
     )
 
 

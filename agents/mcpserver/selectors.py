@@ -51,9 +51,13 @@ def mcp_people_named(*, owner: AbstractBaseUser, name: str, limit: int = 5) -> l
     return list(named.order_by("display_name", "pk")[:limit])
 
 
-def mcp_person_memories(*, owner: AbstractBaseUser, person: Person, limit: int) -> tuple[list[Memory], int]:
+def mcp_person_memories(
+    *, owner: AbstractBaseUser, person: Person, limit: int, may_read_sensitive: bool = False
+) -> tuple[list[Memory], int]:
     """Gated memories `person` takes part in, newest first (at most `limit`), and how many there are."""
-    memories = memory_apply_filters(agent_visible_memories(owner), MemoryFilters(person=person))
+    memories = memory_apply_filters(
+        agent_visible_memories(owner, may_read_sensitive=may_read_sensitive), MemoryFilters(person=person)
+    )
     newest = (
         _with_people(memories).defer(*LIST_DEFERRED).order_by("-occurred_at", "-created_at", "pk")[:limit]
     )
@@ -61,14 +65,15 @@ def mcp_person_memories(*, owner: AbstractBaseUser, person: Person, limit: int) 
 
 
 def mcp_timeline_window(
-    *, owner: AbstractBaseUser, start: date, end: date, limit: int
+    *, owner: AbstractBaseUser, start: date, end: date, limit: int, may_read_sensitive: bool = False
 ) -> tuple[list[Memory], bool]:
     """Gated memories that happened from `start` to `end` (whole days), oldest first.
 
     Returns at most `limit` memories and whether more (gated) ones fall in the window.
     """
     memories = memory_apply_filters(
-        agent_visible_memories(owner), MemoryFilters(date_from=start, date_to=end)
+        agent_visible_memories(owner, may_read_sensitive=may_read_sensitive),
+        MemoryFilters(date_from=start, date_to=end),
     )
     window = list(
         _with_people(memories).defer(*LIST_DEFERRED).order_by("occurred_at", "created_at", "pk")[: limit + 1]
@@ -76,19 +81,24 @@ def mcp_timeline_window(
     return window[:limit], len(window) > limit
 
 
-def mcp_visible_memory(*, owner: AbstractBaseUser, memory_id: uuid.UUID) -> Memory | None:
+def mcp_visible_memory(
+    *, owner: AbstractBaseUser, memory_id: uuid.UUID, may_read_sensitive: bool = False
+) -> Memory | None:
     """The memory if the gate lets agents see it; None otherwise (absent, another owner's or gated)."""
-    return _with_people(agent_visible_memories(owner)).filter(pk=memory_id).first()
+    scope = agent_visible_memories(owner, may_read_sensitive=may_read_sensitive)
+    return _with_people(scope).filter(pk=memory_id).first()
 
 
 def mcp_circle_timeline_window(
-    *, circle, viewer: AbstractBaseUser, start: date, end: date, limit: int
+    *, circle, viewer: AbstractBaseUser, start: date, end: date, limit: int, may_read_sensitive: bool = False
 ) -> tuple[list[Memory], bool]:
     """What the viewer's agent may see in the circle (the gate's circle case, for an agent), oldest first."""
     from memories.retrieval import circle_visible_memories
 
     memories = memory_apply_filters(
-        circle_visible_memories(circle.pk, [viewer.pk], for_agent=True),
+        circle_visible_memories(
+            circle.pk, [viewer.pk], for_agent=True, may_read_sensitive=may_read_sensitive
+        ),
         MemoryFilters(date_from=start, date_to=end),
     )
     window = list(

@@ -168,7 +168,14 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
     if circle:
         with transaction.atomic():
             readable = _readable_circle(token, circle)
-            hits = circle_memory_search(readable.pk, [token.owner.pk], query, limit=limit, for_agent=True)
+            hits = circle_memory_search(
+                readable.pk,
+                [token.owner.pk],
+                query,
+                limit=limit,
+                for_agent=True,
+                may_read_sensitive=token.agent.may_read_sensitive,
+            )
             _log_a2a(token, [hit.memory for hit in hits])
         return {
             "query": query,
@@ -176,7 +183,13 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
             "results": [{**_circle_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in hits],
         }
     with transaction.atomic():
-        hits = memory_search(token.owner, query, respect_consent=True, limit=limit)
+        hits = memory_search(
+            token.owner,
+            query,
+            respect_consent=True,
+            limit=limit,
+            may_read_sensitive=token.agent.may_read_sensitive,
+        )
         _log(token, [hit.memory for hit in hits])
     return {
         "query": query,
@@ -186,7 +199,12 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
 
 def _person_out(token: AccessToken, person: Person) -> tuple[dict[str, Any], list[Memory]]:
     # Only people who granted consent reach this (mcp_people_named searches no one else).
-    memories, memory_count = mcp_person_memories(owner=token.owner, person=person, limit=PERSON_MEMORY_LIMIT)
+    memories, memory_count = mcp_person_memories(
+        owner=token.owner,
+        person=person,
+        limit=PERSON_MEMORY_LIMIT,
+        may_read_sensitive=token.agent.may_read_sensitive,
+    )
     return {
         "name": person.display_name,
         "aliases": list(person.aliases),
@@ -225,7 +243,12 @@ def timeline_window(
         with transaction.atomic():
             readable = _readable_circle(token, circle)
             memories, truncated = mcp_circle_timeline_window(
-                circle=readable, viewer=token.owner, start=first, end=last, limit=limit
+                circle=readable,
+                viewer=token.owner,
+                start=first,
+                end=last,
+                limit=limit,
+                may_read_sensitive=token.agent.may_read_sensitive,
             )
             _log_a2a(token, memories)
         return {
@@ -236,7 +259,13 @@ def timeline_window(
             "truncated": truncated,
         }
     with transaction.atomic():
-        memories, truncated = mcp_timeline_window(owner=token.owner, start=first, end=last, limit=limit)
+        memories, truncated = mcp_timeline_window(
+            owner=token.owner,
+            start=first,
+            end=last,
+            limit=limit,
+            may_read_sensitive=token.agent.may_read_sensitive,
+        )
         _log(token, memories)
     return {
         "start": first.isoformat(),
@@ -272,7 +301,9 @@ def _circles_out(memory: Memory) -> list[dict[str, Any]]:
 def privacy_audit(*, token: AccessToken, memory_id: str) -> dict[str, Any]:
     parsed_id = _parse_memory_id(memory_id)
     with transaction.atomic():
-        memory = mcp_visible_memory(owner=token.owner, memory_id=parsed_id)
+        memory = mcp_visible_memory(
+            owner=token.owner, memory_id=parsed_id, may_read_sensitive=token.agent.may_read_sensitive
+        )
         if memory is None:
             raise ToolInputError(MEMORY_NOT_FOUND)
         _log(token, [memory])
@@ -353,7 +384,9 @@ def memory_propose(
             raise ToolInputError(f"from_memories holds at most {MAX_INSIGHT_SOURCES} ids.")
         ids = list(dict.fromkeys(_parse_memory_id(value, name="from_memories") for value in from_memories))
         for memory_id in ids:
-            memory = mcp_visible_memory(owner=token.owner, memory_id=memory_id)
+            memory = mcp_visible_memory(
+                owner=token.owner, memory_id=memory_id, may_read_sensitive=token.agent.may_read_sensitive
+            )
             if memory is None:
                 raise ToolInputError(MEMORY_NOT_FOUND)
             sources.append(memory)

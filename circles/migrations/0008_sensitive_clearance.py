@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('circles', '0007_share_open_vectors'),
+        ("circles", "0007_share_open_vectors"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='circle',
-            name='agent_may_read_sensitive',
+            model_name="circle",
+            name="agent_may_read_sensitive",
             field=models.BooleanField(default=False),
         ),
     ]

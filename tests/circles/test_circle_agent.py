@@ -38,6 +38,12 @@ def world(alice, bob, family):
         audience=family.audience,
     )
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice, audience=family.audience)
+    # Alice reads the shared conversation, so her own memories reach the circle's agent only
+    # when her agents may read them too (no agent is the owner): Bob and Carol granted that.
+    person_set_consent(
+        person=about_bob, status=ConsentStatus.GRANTED, actor=bob, actor_kind=ConsentActor.SELF
+    )
+    person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
     made = {}
     for key, body, sensitivity, people in [
         ("public", "lantern festival by the harbor", "public", []),
@@ -89,6 +95,11 @@ def test_shared_reply_uses_only_what_every_member_may_see(alice, bob, family, wo
 
 def test_private_chat_is_that_member_alone(alice, bob, family, world, offline):
     mine = circle_conversation(circle=family, user=bob, private=True)
+    reply = circle_chat_turn(conversation=mine, user=bob, text="what do you know about the lantern")
+    # Sensitive memories only once the circle's owner cleared its agent for them.
+    assert used(reply) == ids(world, "public", "personal", "carol")
+    family.agent_may_read_sensitive = True
+    family.save(update_fields=["agent_may_read_sensitive"])
     reply = circle_chat_turn(conversation=mine, user=bob, text="what do you know about the lantern")
     assert used(reply) == ids(world, "public", "personal", "sensitive", "carol")
     dave = UserFactory()

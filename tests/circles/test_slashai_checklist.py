@@ -65,8 +65,12 @@ def test_dm_memory_appears_in_dm(alice, bob, family, bob_in_alices_journal):
         participants=[ParticipantSpec(person=bob_in_alices_journal)],
     )
     memory_share(memory=dm, circle=family, by=alice)
+    # A sensitive memory reaches the circle's agent only once its owner cleared it for them.
+    assert dm.pk not in found(family, bob, "therapy appointment", private=True)
+    family.agent_may_read_sensitive = True
+    family.save(update_fields=["agent_may_read_sensitive"])
     assert dm.pk in found(family, bob, "therapy appointment", private=True)
-    # …and only in the DM of the member it is about (or its owner's).
+    # …and only in the DM of the member it is about.
     carol = bob.__class__.objects.create_user(username="carol", password="x" * 12)
     CircleMembership.objects.create(circle=family, user=carol)
     assert dm.pk not in found(family, carol, "therapy appointment", private=True)
@@ -176,5 +180,12 @@ def test_a_circle_of_one_shares_nothing_the_owner_alone_may_see_into_its_shared_
     shared = found(solo, alice, "lantern", private=False)
     assert public.pk in shared
     assert withheld.pk not in shared and secret.pk not in shared
-    # Alice's private chat is hers alone: she may use all of her own.
-    assert {withheld.pk, secret.pk, public.pk} <= found(solo, alice, "lantern", private=True)
+    # No agent is the owner: in Alice's private chat the circle's agent uses only what her own
+    # agents may read and the circle's people consented to, and nothing sensitive unless cleared.
+    private = found(solo, alice, "lantern", private=True)
+    assert public.pk in private
+    assert withheld.pk not in private and secret.pk not in private
+    solo.agent_may_read_sensitive = True
+    solo.save(update_fields=["agent_may_read_sensitive"])
+    private = found(solo, alice, "lantern", private=True)
+    assert {public.pk, secret.pk} <= private and withheld.pk not in private

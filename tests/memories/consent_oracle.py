@@ -12,7 +12,10 @@ Policy for agents (SPEC §3, §5):
   owner has no Self),
   the source person (who told the owner), if any, has granted consent, the memory
   has not expired (`expires_at` is None or after now) and has not been superseded.
+- `sensitive` memories only reach an agent the owner cleared for them (SPEC §3:
+  "may read sensitive memories", off by default).
 - The owner sees all of their own memories. Nobody sees another owner's memories.
+- No agent is the owner (SPEC §3): the owner's shortcut is for the human owner.
 
 Policy for circles (SPEC §4): a viewer V sees memory M of owner O in circle C iff
 M is shared into C, O and V are current members of C, and either V is O, or
@@ -30,6 +33,10 @@ Policy for a circle's agent (SPEC §4 "Several viewers", "Agent-to-agent"): what
 circle's viewer-set rule allows, where the shared chat counts as read by several
 (never alone, whatever its size) and a private chat or a member's agent as that
 member alone, minus expired and superseded memories (as for the owner's agents).
+An agent reading for the memory's owner (their own agent through the circle, the
+circle's agent in a conversation the owner reads) gets no owner's shortcut: the
+memory must pass the owner's agents' policy above *and* the circle's consent, and
+a `sensitive` one also needs the agent's clearance and a reply read alone.
 """
 
 from __future__ import annotations
@@ -107,7 +114,7 @@ class OracleWorld:
     def owner_self(self, owner: str) -> OraclePerson | None:
         return next((p for p in self.people.values() if p.owner == owner and p.is_self), None)
 
-    def agent_may_see(self, memory: OracleMemory, *, now: datetime) -> bool:
+    def agent_may_see(self, memory: OracleMemory, *, now: datetime, may_read_sensitive: bool = False) -> bool:
         # A memory with nobody in it is the owner's own: Self stands in as its
         # participant (no Self at all: hidden, fail closed).
         if memory.participants:
@@ -120,7 +127,8 @@ class OracleWorld:
         source_consented = (
             memory.source_person is None or self.people[memory.source_person].consent_status == GRANTED
         )
-        return everyone_consented and source_consented and self.alive_for_agents(memory, now=now)
+        cleared = memory.sensitivity != "sensitive" or may_read_sensitive
+        return everyone_consented and source_consented and cleared and self.alive_for_agents(memory, now=now)
 
     @staticmethod
     def alive_for_agents(memory: OracleMemory, *, now: datetime) -> bool:
@@ -135,12 +143,16 @@ class OracleWorld:
         now: datetime,
         person: str | None = None,
         kind: str | None = None,
+        may_read_sensitive: bool = False,
     ) -> dict[str, OracleMemory]:
         return {
             memory.id: memory
             for memory in self.memories.values()
             if memory.owner == owner
-            and (not respect_consent or self.agent_may_see(memory, now=now))
+            and (
+                not respect_consent
+                or self.agent_may_see(memory, now=now, may_read_sensitive=may_read_sensitive)
+            )
             and (person is None or person in memory.participants)
             and (kind is None or memory.kind == kind)
         }
@@ -174,19 +186,34 @@ class OracleWorld:
         *,
         alone: bool,
         for_others: bool = False,
+        as_agent: bool = False,
+        may_read_sensitive: bool = False,
+        now: datetime | None = None,
     ) -> bool:
         """`for_others`: what the viewer sees will be read by the circle (its shared chat,
         future members too): the owner's own memory then needs its people's consent for
-        the circle and must not be sensitive."""
+        the circle and must not be sensitive. `as_agent`: an agent reads for the viewer
+        (`now` then required): expired and superseded memories are out, a sensitive one
+        needs `may_read_sensitive`, and the owner's own memory needs the owner's agents'
+        policy as well as the circle's consent."""
         if (memory.id, circle.id) not in self.shares:
             return False
         if memory.owner not in circle.members or viewer not in circle.members:
             return False
+        if as_agent and not self.alive_for_agents(memory, now=now):
+            return False
+        sensitive_allowed = alone and not for_others and (may_read_sensitive or not as_agent)
         if viewer == memory.owner:
+            if as_agent:
+                return (
+                    self.agent_may_see(memory, now=now, may_read_sensitive=sensitive_allowed)
+                    and not self.circle_blockers(memory, circle)
+                    and (memory.sensitivity in ("public", "personal") or sensitive_allowed)
+                    and memory.sensitivity in ("public", "personal", "sensitive")
+                )
             if not for_others:
                 return True
-            if not self.circle_blockers(memory, circle) and memory.sensitivity in ("public", "personal"):
-                return True
+            return not self.circle_blockers(memory, circle) and memory.sensitivity in ("public", "personal")
         if self.circle_blockers(memory, circle):
             return False
         if memory.sensitivity == "public":
@@ -194,7 +221,7 @@ class OracleWorld:
         if memory.sensitivity == "personal":
             return self.about(memory, viewer)
         if memory.sensitivity == "sensitive":
-            return alone and self.about(memory, viewer)
+            return sensitive_allowed and self.about(memory, viewer)
         return False  # an unknown sensitivity shows nothing: fail closed
 
     def circle_visible(self, circle_id: str, viewers: Iterable[str]) -> set[str]:
@@ -211,14 +238,21 @@ class OracleWorld:
         }
 
     def circle_agent_visible(
-        self, circle_id: str, viewers: Iterable[str], *, read_by_several: bool, now: datetime
+        self,
+        circle_id: str,
+        viewers: Iterable[str],
+        *,
+        read_by_several: bool,
+        now: datetime,
+        may_read_sensitive: bool = False,
     ) -> set[str]:
         """Ids of the memories a circle's agent may put into a reply read by `viewers`.
 
         The circle's shared chat is read by every current member and by whoever joins
         later (read_by_several: nobody reads alone, even a circle of one); a private
         chat, or a member's own agent reading the circle (A2A), is that one viewer
-        alone. Agents never use expired or superseded memories.
+        alone. Agents never use expired or superseded memories, and never a member's
+        own memory by the owner's shortcut.
         """
         viewers = set(viewers)
         circle = self.circles.get(circle_id)
@@ -228,9 +262,17 @@ class OracleWorld:
         return {
             memory.id
             for memory in self.memories.values()
-            if self.alive_for_agents(memory, now=now)
-            and all(
-                self.circle_may_see(memory, circle, viewer, alone=alone, for_others=read_by_several)
+            if all(
+                self.circle_may_see(
+                    memory,
+                    circle,
+                    viewer,
+                    alone=alone,
+                    for_others=read_by_several,
+                    as_agent=True,
+                    may_read_sensitive=may_read_sensitive,
+                    now=now,
+                )
                 for viewer in viewers
             )
         }
@@ -285,3 +327,21 @@ class OracleWorld:
             for edge in self.edges
             if anchor.id in (edge.source, edge.target)
         }
+
+    # --- what is made from memories ----------------------------------------------
+
+    def reply_visible(self, source_ids: Iterable[str], circle_id: str, reader: str) -> bool:
+        """May `reader` read, in the circle, a stored reply built from `source_ids`?
+
+        SPEC §3, "What is made from a memory is gated like the memory": only if every
+        source still exists and the reader, alone, may see it in the circle now (a
+        member's own view: a memory's owner still sees it). A reply built from nothing
+        withholds nothing. Whoever may not read it gets a placeholder instead.
+        """
+        circle = self.circles.get(circle_id)
+        if circle is None:
+            return False
+        return all(
+            source in self.memories and self.circle_may_see(self.memories[source], circle, reader, alone=True)
+            for source in source_ids
+        )
