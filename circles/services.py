@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import AccessSurface, Agent
@@ -33,6 +34,8 @@ from circles.models import (
     MembershipRole,
     MemoryShare,
 )
+from inbox.models import NotificationKind
+from inbox.services import notify, notify_many
 from memories.models import Memory
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person, PersonConsent, circle_audience
@@ -101,11 +104,28 @@ def circle_delete(*, circle: Circle, by: AbstractBaseUser) -> None:
     """Delete the circle with its memberships, invites, requests and shares — never a memory.
 
     The per-audience consents given for it go too (the audience no longer exists);
-    their history stays in the consent events.
+    their history stays in the consent events. Its members, and whoever was waiting
+    to join, are told (the circle's name and its owner's are all they learn: they knew both).
     """
     _require_owner(circle, by)
+    members = list(circle.memberships.exclude(user_id=by.pk).values_list("user_id", flat=True))
+    waiting = list(
+        circle.join_requests.filter(status=JoinRequestStatus.PENDING).values_list("user_id", flat=True)
+    )
     PersonConsent.objects.filter(audience=circle_audience(circle.pk)).delete()
+    owner, name = by.get_username(), circle.name
     circle.delete()
+    notify_many(
+        recipients=members,
+        kind=NotificationKind.CIRCLE_DELETED,
+        text=f"{owner} deleted the circle {name}. Your memories stay in your journal; "
+        "what you had shared there is no longer shared.",
+    )
+    notify_many(
+        recipients=set(waiting) - set(members),
+        kind=NotificationKind.CIRCLE_DELETED,
+        text=f"{owner} deleted the circle {name}: your request to join it is closed.",
+    )
 
 
 # --- invites and join requests ---------------------------------------------------------
@@ -172,9 +192,6 @@ def invite_accept(*, token: str, user: AbstractBaseUser) -> JoinRequest:
     if circle.memberships.count() >= MAX_MEMBERS:
         raise ValidationError(f"{circle.name} is full: a circle has at most {MAX_MEMBERS} members.")
     join_request = JoinRequest.objects.create(circle=circle, user=user, invite=invite)
-    from inbox.models import NotificationKind
-    from inbox.services import notify
-
     # The circle's owner may know only the circle and who asks (their username).
     notify(
         recipient=circle.owner_id,
@@ -206,6 +223,13 @@ def join_request_approve(*, request: JoinRequest, by: AbstractBaseUser) -> Circl
         circle=circle, user_id=locked.user_id, defaults={"role": MembershipRole.MEMBER}
     )
     request.status, request.decided_at = locked.status, locked.decided_at
+    # The one who asked knows the circle's name and its owner's (the invite page showed both).
+    notify(
+        recipient=locked.user_id,
+        kind=NotificationKind.JOIN_APPROVED,
+        text=f"{by.get_username()} approved your request: you are now a member of {circle.name}.",
+        url=reverse("circle_detail", args=[circle.pk]),
+    )
     return membership
 
 
@@ -215,6 +239,11 @@ def join_request_decline(*, request: JoinRequest, by: AbstractBaseUser) -> JoinR
     locked.status = JoinRequestStatus.DECLINED
     locked.decided_at = timezone.now()
     locked.save(update_fields=["status", "decided_at"])
+    notify(
+        recipient=locked.user_id,
+        kind=NotificationKind.JOIN_DECLINED,
+        text=f"{by.get_username()} declined your request to join {request.circle.name}.",
+    )
     return locked
 
 
@@ -238,6 +267,13 @@ def membership_remove(*, circle: Circle, user_id: int, by: AbstractBaseUser) -> 
     if not deleted:
         raise ValidationError("That person is not a member of this circle.")
     MemoryShare.objects.filter(circle=circle, memory__owner_id=user_id).delete()
+    if user_id != by.pk:  # removed, not left: they did not do it themselves, so they are told
+        notify(
+            recipient=user_id,
+            kind=NotificationKind.CIRCLE_REMOVED,
+            text=f"{by.get_username()} removed you from {circle.name}. Your memories stay in your journal; "
+            "what you had shared there is no longer shared.",
+        )
 
 
 # --- sharing -----------------------------------------------------------------------------

@@ -17,6 +17,11 @@ class NotificationKind(models.TextChoices):
     CONSENT_REQUEST = "consent_request", "Consent request"
     JOIN_REQUEST = "join_request", "Join request"
     UNLINKED = "unlinked", "Unlinked"
+    CONSENT_OVERRIDDEN = "consent_overridden", "Consent changed by the journal's owner"
+    JOIN_APPROVED = "join_approved", "Join request approved"
+    JOIN_DECLINED = "join_declined", "Join request declined"
+    CIRCLE_REMOVED = "circle_removed", "Removed from a circle"
+    CIRCLE_DELETED = "circle_deleted", "Circle deleted"
 
 
 class Notification(models.Model):

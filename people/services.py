@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from config.db_retry import retry_on_conflict
@@ -224,15 +225,26 @@ def person_set_consent(
             audience=audience,
             defaults={"status": status, "reason": reason, "updated_by": actor_kind},
         )
-    if actor_kind == ConsentActor.SELF:
-        from inbox.models import NotificationKind
-        from inbox.services import notify
+    from inbox.models import NotificationKind
+    from inbox.services import notify
 
+    if actor_kind == ConsentActor.SELF:
         notify(
             recipient=person.owner_id,
             kind=NotificationKind.CONSENT_CHANGED,
             text=f"{locked.display_name} set their consent for {audience_label(audience)} to {status}.",
             url=f"/people/{person.pk}/",
+        )
+    elif person_is_linked(locked):
+        # The owner overrode what is the person's own to decide (only ever towards more care):
+        # they are told, in words they know — the owner, the audience, how the owner names them.
+        owner = locked.owner.get_username()
+        notify(
+            recipient=locked.linked_user_id,
+            kind=NotificationKind.CONSENT_OVERRIDDEN,
+            text=f"{owner} changed your consent for {audience_label(audience, owner_name=owner)} "
+            f"from {old_status} to {status} (you are “{locked.display_name}” in {owner}'s journal).",
+            url=reverse("my_consents"),
         )
     return ConsentEvent.objects.create(
         person=person,
@@ -271,10 +283,14 @@ def _check_who_decides(
         )
 
 
-def audience_label(audience: str) -> str:
-    """ "agents" → "your agents" wording for messages; a circle by name when it still exists."""
+def audience_label(audience: str, *, owner_name: str | None = None) -> str:
+    """An audience in a notification's words: the journal owner's agents, or a circle by name.
+
+    The agents are "your agents" to their owner, "alice's agents" to anyone else
+    (`owner_name`); a circle is named while it still exists.
+    """
     if audience == AGENTS_AUDIENCE:
-        return "their agents"
+        return "your agents" if owner_name is None else f"{owner_name}'s agents"
     from django.apps import apps
 
     circle_model = apps.get_model("circles", "Circle")
