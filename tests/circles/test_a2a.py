@@ -153,3 +153,85 @@ def test_mcp_tools_read_a_circle_only_when_allowed(alice, bob, family, shared):
     membership_remove(circle=family, user_id=bob.pk, by=bob)
     with pytest.raises(tools.ToolInputError):
         tools.search_memories(token=token, query="picnic", circle=str(family.pk))
+
+
+# --- no agent is the owner (SPEC §3): the owner's own agent reading through a circle ----------
+
+
+@pytest.fixture
+def eves_memory(alice, bob, family):
+    """Alice's memory with Eve in it, shared into Family; Eve granted both audiences; A2A on."""
+    eve = person_create(owner=alice, display_name="Eve")
+    for audience in ("agents", family.audience):
+        person_set_consent(person=eve, status=ConsentStatus.GRANTED, actor=alice, audience=audience)
+    memory = memory_create(
+        owner=alice,
+        body="orchard walk with Eve",
+        sensitivity="public",
+        participants=[ParticipantSpec(person=eve)],
+    )
+    memory_share(memory=memory, circle=family, by=alice)
+    circle_update(circle=family, by=alice, agents_may_read=True)
+    return eve, memory
+
+
+def _everything_alices_agent_reads(alice, family) -> dict[str, bool]:
+    """Whether the memory reaches Alice's own agent by each circle route (API list, search,
+    detail; MCP search and timeline)."""
+    from agents.mcpserver import tools
+
+    client, _ = agent_client(alice)
+    token = _mcp_token(alice)
+    base = f"/api/v1/circles/{family.pk}/memories/"
+    memory_id = str(Memory.objects.get(body="orchard walk with Eve").pk)
+    today = timezone.now().date().isoformat()
+    listed = client.get(base).json()["results"]
+    searched = client.get(base, {"q": "orchard walk"}).json()["results"]
+    return {
+        "api list": memory_id in {row["id"] for row in listed},
+        "api search": memory_id in {row["id"] for row in searched},
+        "api detail": client.get(f"{base}{memory_id}/").status_code == 200,
+        "mcp search": memory_id
+        in {
+            row["id"]
+            for row in tools.search_memories(token=token, query="orchard walk", circle=str(family.pk))[
+                "results"
+            ]
+        },
+        "mcp timeline": memory_id
+        in {
+            row["id"]
+            for row in tools.timeline_window(
+                token=token, start="2000-01-01", end=today, circle=str(family.pk)
+            )["memories"]
+        },
+    }
+
+
+def test_the_owners_agent_reads_their_memory_in_a_circle_only_as_their_agents_may(
+    alice, bob, family, eves_memory
+):
+    eve, _ = eves_memory
+    assert all(_everything_alices_agent_reads(alice, family).values())
+    # Eve revokes Alice's agents: the circle is no back door for them, by any route.
+    person_set_consent(person=eve, status=ConsentStatus.REVOKED, actor=alice)
+    assert not any(_everything_alices_agent_reads(alice, family).values())
+    # Granted again for agents, revoked for the circle: hidden too (both rules hold).
+    person_set_consent(person=eve, status=ConsentStatus.GRANTED, actor=alice)
+    person_set_consent(person=eve, status=ConsentStatus.REVOKED, actor=alice, audience=family.audience)
+    assert not any(_everything_alices_agent_reads(alice, family).values())
+    # Alice herself still reads her memory in the circle (the owner's shortcut is a person's).
+    client = Client()
+    client.force_login(alice)
+    memory_id = Memory.objects.get(body="orchard walk with Eve").pk
+    assert client.get(f"/api/v1/circles/{family.pk}/memories/{memory_id}/").status_code == 200
+
+
+def test_a_sensitive_memory_reaches_an_agent_through_a_circle_only_with_its_clearance(
+    alice, bob, family, eves_memory
+):
+    _, memory = eves_memory
+    Memory.objects.filter(pk=memory.pk).update(sensitivity="sensitive")
+    assert not any(_everything_alices_agent_reads(alice, family).values())
+    Agent.objects.filter(owner=alice, name="Caregiver").update(may_read_sensitive=True)
+    assert all(_everything_alices_agent_reads(alice, family).values())
