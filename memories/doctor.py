@@ -18,8 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.apps import apps
+from django.contrib.postgres.fields import ArrayField
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Func, Q, UUIDField, Value
 from django.utils import timezone
 
 from memories.lifecycle import kind_lifetimes, memories_mark_expired
@@ -351,6 +353,23 @@ def _repoint_other_references(*, duplicate: Memory, keeper: Memory) -> None:
                     model._base_manager.filter(pk=row_id).update(**{field: keeper})
             except IntegrityError:
                 pass
+    # Derived text (chat replies, proposals) also keeps its sources' ids in an array, which
+    # the model graph does not show as a relation. The copy's id becomes the keeper's, so
+    # a reply built on the copy is judged by the keeper (as strict or stricter) instead of
+    # turning into the "no longer shared" placeholder for everyone.
+    for model in apps.get_models():
+        field = next((f for f in model._meta.concrete_fields if f.name == "source_ids"), None)
+        if not isinstance(field, ArrayField) or not isinstance(field.base_field, UUIDField):
+            continue
+        model._base_manager.filter(source_ids__contains=[duplicate.pk]).update(
+            source_ids=Func(
+                F("source_ids"),
+                Value(duplicate.pk, output_field=UUIDField()),
+                Value(keeper.pk, output_field=UUIDField()),
+                function="array_replace",
+                output_field=field,
+            )
+        )
 
 
 def _merge_duplicate(*, duplicate: Memory, keeper: Memory) -> None:

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
+from agents.citations import citations_save
 from agents.models import AccessLog, AccessSurface, Agent, Conversation, Message, MessageRole
 from memories import doctor, retrieval
 from memories.doctor import PLACEHOLDER_NAME
@@ -119,9 +120,9 @@ def broken(alice, mallory):
     answer = Message.objects.create(
         conversation=conversation, role=MessageRole.ASSISTANT, content="You sailed"
     )
-    answer.cited_memories.add(copy)
+    citations_save(message=answer, memories=[copy])
     both = Message.objects.create(conversation=conversation, role=MessageRole.ASSISTANT, content="Twice")
-    both.cited_memories.add(keeper, copy)
+    citations_save(message=both, memories=[keeper, copy])
 
     unmarked = memory_create(
         owner=alice, body="Concert in the park", kind=MemoryKind.EVENT, occurred_at=now - timedelta(days=40)
@@ -248,6 +249,8 @@ def test_doctor_fix_repairs_everything_and_a_second_run_is_clean(alice, mallory,
     assert list(AccessLog.objects.values_list("memory_id", flat=True)) == [keeper.pk]
     for message in Message.objects.all():
         assert list(message.cited_memories.all()) == [keeper]
+        # What each reply was built from follows too: the copy's id is the keeper's now.
+        assert set(message.source_ids) == {keeper.pk}
 
     # Links, expiry and embeddings.
     assert Memory.objects.get(pk=broken["cross_link"].pk).superseded_by_id is None
