@@ -8,10 +8,13 @@ prompt (only the owner's own questions do).
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+from django.db import connection
 from django.urls import reverse
 
-from agents.models import MessageRole
+from agents.models import MemoryProposal, Message, MessageRole
 from agents.proposals import memory_proposal_create
 from agents.services import chat_turn
 from memories.services import memory_delete
@@ -67,3 +70,20 @@ def test_an_insight_proposal_keeps_its_sources_ids(alice, journal):
     memory_delete(memory=journal.walk)
     proposal.refresh_from_db()
     assert proposal.source_ids == made_from
+
+
+def test_the_migration_fills_sources_from_citations_and_proposal_sources(alice, journal, offline):
+    fill = importlib.import_module("agents.migrations.0008_derived_text_source_ids").FILL
+    turn = chat_turn(owner=alice, agent=journal.caregiver, text="What happened in the park?")
+    proposal = memory_proposal_create(
+        owner=alice, agent=journal.caregiver, text="Parks are calm.", surface="mcp", sources=[journal.walk]
+    )
+    Message.objects.update(source_ids=[])
+    MemoryProposal.objects.update(source_ids=[])
+    with connection.cursor() as cursor:
+        cursor.execute(fill)
+    turn.reply.refresh_from_db()
+    proposal.refresh_from_db()
+    assert turn.reply.source_ids == [memory.pk for memory in turn.memories] != []
+    assert proposal.source_ids == [journal.walk.pk]
+    assert Message.objects.get(pk=turn.question.pk).source_ids == []

@@ -9,11 +9,13 @@ him), Carol is a person in her journal who consented; Dave joins later.
 
 from __future__ import annotations
 
+import importlib
 import re
+import uuid
 
 import pytest
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents.citations import citations_save
 from circles.agent import circle_chat_turn, circle_conversation
@@ -286,3 +288,27 @@ def test_the_selector_is_for_readers_of_the_conversation_only(world, mallory, of
     [message] = readable.messages
     assert not message.withheld and message.citations == [world.harbor]
     assert readable.citable == {world.harbor.pk}
+
+
+def test_the_migration_fills_sources_from_citations_and_fails_closed_where_they_are_gone(world):
+    fill = importlib.import_module("circles.migrations.0009_circle_message_source_ids").FILL
+    conversation = world.shared()
+    cited = stored_reply(conversation, "CITED", [world.harbor, world.painting])
+    # Answered, but its citation went with a deleted memory before sources were kept.
+    bare = stored_reply(conversation, "BARE", [])
+    failed = CircleMessage.objects.create(
+        conversation=conversation, role=CircleMessage.Role.ASSISTANT, content="No answer.", is_error=True
+    )
+    question = CircleMessage.objects.create(
+        conversation=conversation, author=world.bob, role=CircleMessage.Role.USER, content="Q"
+    )
+    CircleMessage.objects.update(source_ids=[])
+    with connection.cursor() as cursor:
+        cursor.execute(fill)
+    sources = dict(CircleMessage.objects.values_list("pk", "source_ids"))
+    assert sources[cited.pk] == [world.harbor.pk, world.painting.pk]
+    assert sources[bare.pk] == [uuid.UUID(int=0)]
+    assert sources[failed.pk] == [] and sources[question.pk] == []
+    readable = circle_messages_for_reader(conversation=conversation, reader=world.alice)
+    withheld = {message.pk for message in readable.messages if message.withheld}
+    assert withheld == {bare.pk}
