@@ -273,6 +273,11 @@ class ConsentEventOutputSerializer(serializers.Serializer):
     surface = serializers.ChoiceField(choices=ConsentSurface.choices)
     reason = serializers.CharField()
     created_at = serializers.DateTimeField()
+    imported_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When an import wrote this event (from an export: the file's word, recorded as the "
+        "owner's decision); null when it was recorded here.",
+    )
 
     class Meta:
         ref_name = "ConsentEvent"

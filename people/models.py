@@ -201,6 +201,10 @@ class ConsentEvent(models.Model):
     # A default rather than auto_now_add: an import restores each event with its
     # original time in the INSERT itself (the history cannot be updated afterwards).
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When an import wrote this event (null: it was recorded here). An imported event is
+    # the file's word, not a decision anyone made in this journal: pages say so, and an
+    # import never records one as the person's own (portability.services).
+    imported_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

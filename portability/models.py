@@ -37,6 +37,9 @@ class ImportJob(models.Model):
     processed = models.PositiveIntegerField(default=0)
     imported = models.PositiveIntegerField(default=0)
     skipped_count = models.PositiveIntegerField(default=0)
+    # Consent decisions the file attributed to the people themselves (`self`), written as
+    # the importer's: an import never speaks for anyone (SPEC §4). Shown on the job's page.
+    self_claims_rewritten = models.PositiveIntegerField(default=0)
     # [{"item": "...", "reason": "..."}], capped (see services.SKIP_REPORT_LIMIT).
     skipped = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)

@@ -245,9 +245,10 @@ def _audience_labels(owner: AbstractBaseUser, audiences: set[str]) -> dict[str, 
 
 def _event_line(event: ConsentEvent, labels: dict[str, str]) -> str:
     who = "they decided" if event.actor_kind == "self" else "you decided"
+    imported = ", imported" if event.imported_at else ""
     line = (
         f"- {event.created_at:%Y-%m-%d %H:%M} — {labels.get(event.audience, event.audience)}: "
-        f"{event.old_status} → {event.new_status} ({who}, {event.get_surface_display()})"
+        f"{event.old_status} → {event.new_status} ({who}, {event.get_surface_display()}{imported})"
     )
     reason = _one_line(event.reason)
     return f"{line}: {reason}" if reason else line

@@ -16,6 +16,13 @@ their memories until the owner grants consent again. A memory is never
 imported without one of its participants: if a person was skipped, so are
 their memories.
 
+Who decided (SPEC §4 "Linked people"): every consent decision an import writes is the
+importing owner's, never the person's own. A file may say a person decided for
+themself (`updated_by` / `actor_kind` = `self`), but a file is anyone's word: written
+as `self`, such a decision would be shown to that person, once they link their
+account, as theirs. The claim is rewritten to the owner and counted in the job's
+report; the history is kept, each event labelled as imported (`imported_at`).
+
 Sharing (SPEC §4): the circles the exporting account owned are recreated as new
 circles owned by the importer, with the importer as their only member — other
 people's memberships are theirs, not the file's, and the report says who to
@@ -36,6 +43,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -58,6 +66,7 @@ from memories.supersession import memory_supersede
 from memories.tasks import embeddings_in_bulk
 from people.models import (
     AGENTS_AUDIENCE,
+    ConsentActor,
     ConsentEvent,
     ConsentStatus,
     ConsentSurface,
@@ -147,6 +156,10 @@ class _RunContext:
     # Import key ("person:<id in the file>") → id of what it became here (None: skipped).
     refs: dict[str, uuid.UUID | None] = field(default_factory=dict)
     people: dict[uuid.UUID, Person] = field(default_factory=dict)
+    # `self` claims the item being imported rewrote; added to the job's count only if
+    # the item is imported (a skipped item's savepoint rolls its rows back).
+    self_claims_rewritten: int = 0
+    imported_at: datetime = field(default_factory=timezone.now)
 
     def person(self, file_id: str | None, what: str) -> Person | None:
         if file_id is None:
@@ -178,10 +191,30 @@ def _audience_here(audience: str, context: _RunContext) -> str | None:
     return None if new_id is None else circle_audience(new_id)
 
 
+def _decided_by_owner(actor_kind: str, context: _RunContext) -> str:
+    """Who decided, as an import writes it: the owner, whatever the file says (counting a `self`)."""
+    if actor_kind == ConsentActor.SELF:
+        context.self_claims_rewritten += 1
+    return ConsentActor.OWNER
+
+
+def _self_claims_note(name: str, rewritten: int) -> str | None:
+    if not rewritten:
+        return None
+    places = f"{rewritten} place{'s' if rewritten != 1 else ''}"
+    return (
+        f"{name}: in {places} (a consent or its history) the file says they decided for themselves; "
+        "imported as your decision: an import cannot speak for anyone. To decide for themselves, "
+        "they link their own account."
+    )
+
+
 def _write_history(*, person: Person | None, events: list[dict[str, Any]], context: _RunContext) -> None:
     for event in events:
+        claimed_self = event["actor_kind"] == ConsentActor.SELF
         # The audit trail keeps its original dates, written by the INSERT itself:
-        # the history is append-only in the database. A circle that was not
+        # the history is append-only in the database, so the import's label and the
+        # owner as the one who decided go in now or never. A circle that was not
         # recreated keeps its old audience: history, naming no circle here.
         ConsentEvent.objects.create(
             person=person,
@@ -192,11 +225,12 @@ def _write_history(*, person: Person | None, events: list[dict[str, Any]], conte
             audience=_audience_here(event["audience"], context) or event["audience"],
             old_status=event["old_status"],
             new_status=event["new_status"],
-            actor=context.owner if event["actor_is_owner"] else None,
-            actor_kind=event["actor_kind"],
+            actor=context.owner if event["actor_is_owner"] or claimed_self else None,
+            actor_kind=_decided_by_owner(event["actor_kind"], context),
             surface=event["surface"],
             reason=event["reason"],
             created_at=parse_datetime_value(event["created_at"]),
+            imported_at=context.imported_at,
         )
 
 
@@ -212,7 +246,7 @@ def _history_backs(history: list[dict[str, Any]], wanted: str) -> bool:
 
 
 def _reset_to_pending(
-    *, person: Person, audience: str, history: list[dict[str, Any]], wanted: str, what: str, owner
+    *, person: Person, audience: str, history: list[dict[str, Any]], wanted: str, what: str, context
 ) -> str:
     last = history[-1]["new_status"] if history else ConsentStatus.PENDING
     reason = (
@@ -222,13 +256,14 @@ def _reset_to_pending(
     if last != ConsentStatus.PENDING:
         ConsentEvent.objects.create(
             person=person,
-            owner=owner,
+            owner=context.owner,
             audience=audience,
             old_status=last,
             new_status=ConsentStatus.PENDING,
-            actor=owner,
+            actor=context.owner,
             surface=ConsentSurface.UI,
             reason=reason,
+            imported_at=context.imported_at,
         )
     return f"{person.display_name}: {reason}"
 
@@ -241,6 +276,7 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
     """
     owner = context.owner
     history = item["consent_events"]
+    claims_before = context.self_claims_rewritten
     _write_history(person=person, events=history, context=context)
     if person.is_self:
         # Self's agents consent is the account's own; for circles Self is always granted.
@@ -259,10 +295,10 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
         )
         row = rows.get(AGENTS_AUDIENCE)
         if row is not None and row["status"] == wanted:
-            # The trigger wrote the status; the reason and who decided come from the file.
+            # The trigger wrote the status; the reason comes from the file, who decided does not.
             PersonConsent.objects.filter(person=person, audience=AGENTS_AUDIENCE).update(
                 reason=row["reason"],
-                updated_by=row["updated_by"],
+                updated_by=_decided_by_owner(row["updated_by"], context),
                 updated_at=parse_datetime_value(row["updated_at"]) or timezone.now(),
             )
     else:
@@ -273,7 +309,7 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
                 history=agents_history,
                 wanted=wanted,
                 what="",
-                owner=owner,
+                context=context,
             )
         )
         Person.objects.filter(pk=person.pk).update(
@@ -294,7 +330,7 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
                 audience=here,
                 status=row["status"],
                 reason=row["reason"],
-                updated_by=row["updated_by"],
+                updated_by=_decided_by_owner(row["updated_by"], context),
             )
             if row["updated_at"]:
                 PersonConsent.objects.filter(pk=consent.pk).update(
@@ -309,7 +345,7 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
                     history=history_for(audience),
                     wanted=row["status"],
                     what=f" for the circle “{circle.name}”",
-                    owner=owner,
+                    context=context,
                 )
             )
     if not_here:
@@ -317,6 +353,9 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
             f"{person.display_name}: their consent for {not_here} circle{'s' if not_here != 1 else ''} "
             "that you did not own is not restored: those circles are not in this account."
         )
+    claims_note = _self_claims_note(person.display_name, context.self_claims_rewritten - claims_before)
+    if claims_note:
+        notes.append(claims_note)
     return " ".join(notes) or None
 
 
@@ -347,7 +386,7 @@ def _import_person(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUI
 def _import_consent_history(item: dict[str, Any], context: _RunContext) -> tuple[None, None]:
     """The history of people deleted before the export: it outlives them, under their name."""
     _write_history(person=None, events=item["events"], context=context)
-    return None, None
+    return None, _self_claims_note("People deleted before the export", context.self_claims_rewritten)
 
 
 def _import_circle(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
@@ -518,12 +557,13 @@ def _run_batch(*, job_id: uuid.UUID, items: list[dict[str, Any]], context: _RunC
             # Another run committed batches since we loaded our references.
             context.refs = dict(job.items.values_list("key", "object_id"))
         records, skipped, notes = [], [], []
-        imported = 0
+        imported = self_claims_rewritten = 0
         for item in batch:
             if item["key"] in context.refs:
                 # Already recorded: the counter, not the item, is what went astray.
                 continue
             handler = _HANDLERS[item["type"]]
+            context.self_claims_rewritten = 0
             try:
                 with transaction.atomic():
                     object_id, note = handler(item, context)
@@ -533,6 +573,7 @@ def _run_batch(*, job_id: uuid.UUID, items: list[dict[str, Any]], context: _RunC
                 reason = _validation_reason(error)
             else:
                 imported += 1
+                self_claims_rewritten += context.self_claims_rewritten
                 context.refs[item["key"]] = object_id
                 records.append(
                     ImportedItem(
@@ -551,6 +592,7 @@ def _run_batch(*, job_id: uuid.UUID, items: list[dict[str, Any]], context: _RunC
             processed=F("processed") + len(batch),
             imported=F("imported") + imported,
             skipped_count=F("skipped_count") + len(skipped),
+            self_claims_rewritten=F("self_claims_rewritten") + self_claims_rewritten,
             skipped=job.skipped + (notes + skipped)[:room],
         )
     return True

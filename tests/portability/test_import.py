@@ -28,6 +28,8 @@ VOLATILE = {
     "edges_computed_at",
     "supersession_checked_at",
     "expired_at",
+    # When an import wrote a consent event: the one label the new account adds to its history.
+    "imported_at",
 }
 
 
