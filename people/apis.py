@@ -377,6 +377,8 @@ class PersonLinkInviteApi(APIView):
     @extend_schema(
         operation_id="people_link_invite",
         summary="Invite the person to link their own account (single use, 14 days); then they decide",
+        description="A new invitation replaces the person's open one: the old link stops working. "
+        "Refused (400) when the person is already linked, or is Self.",
         request=None,
         responses={
             201: OutputSerializer,
@@ -410,18 +412,19 @@ class LinkAcceptApi(APIView):
         request=None,
         responses={
             201: OutputSerializer,
-            400: error_response(
-                "The link is not valid, was already used, withdrawn or has expired, the person is in your "
-                "own journal, or is already linked to an account: the message says which. Nothing changed."
+            404: error_response(
+                "The link cannot be used: unknown, already used, withdrawn or replaced by a newer one, "
+                "expired, for a person already linked, or in your own journal — one answer for all, "
+                "naming nobody. Nothing changed. Agent tokens get a 404 too: linking is between people."
             ),
-            404: error_response("Agent tokens: linking is between people."),
         },
     )
     def post(self, request: Request, token: str) -> Response:
         try:
             person = person_link_accept(token=token, user=request.user)
-        except LinkInvalid as invalid:
-            return Response({"detail": " ".join(invalid.messages)}, status=status.HTTP_400_BAD_REQUEST)
+        except LinkInvalid as refused:
+            # The same status and words whatever the reason (SPEC §4), as the link page's.
+            return Response({"detail": " ".join(refused.messages)}, status=status.HTTP_404_NOT_FOUND)
         owner = person.owner.get_username()
         data = {"person": person.pk, "display_name": person.display_name, "owner": owner}
         return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)

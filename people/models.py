@@ -217,7 +217,9 @@ class PersonLinkInvite(models.Model):
     """An invitation to link a Person to the account of the person themself.
 
     Only the token's hash is stored; the link is shown once. Single use: accepting
-    sets Person.linked_user and marks it used.
+    sets Person.linked_user and marks it used. A person has at most one open
+    invitation (SPEC §4): a new one, linking, unlinking and the deletion of the
+    linked account withdraw the others (people.services).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

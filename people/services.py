@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -303,25 +303,50 @@ def audience_label(audience: str, *, owner_name: str | None = None) -> str:
 LINK_INVITE_DAYS = 14
 
 
+# Every refused token gets these words (SPEC §4: a refused token names nobody). Whether a
+# token was used, withdrawn, replaced, expired, never existed, or is for someone already
+# linked would tell whoever holds it something about another person's journal.
+LINK_REFUSED = (
+    "This link invitation can't be used: it may have been used, withdrawn or replaced by a newer "
+    "one, it may have expired, or it is not for this account. Ask the person who sent it for a new link."
+)
+
+
 class LinkInvalid(ValidationError):
-    """A link token that cannot be used; the message says why."""
+    """A link token that cannot be used, raised with LINK_REFUSED whatever the reason."""
 
 
 def _link_token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _link_invites_withdraw(*, people: QuerySet[Person] | list[Person]) -> int:
+    """Withdraw every unused invitation of these people (the expired ones too: none may ever work)."""
+    return PersonLinkInvite.objects.filter(person__in=people, used_at=None, revoked_at=None).update(
+        revoked_at=timezone.now()
+    )
+
+
+@transaction.atomic
 def person_link_invite_create(*, person: Person, by: AbstractBaseUser) -> tuple[PersonLinkInvite, str]:
-    """A single-use invitation (token shown once, stored hashed) for the person to link their account."""
+    """A single-use invitation (token shown once, stored hashed) for the person to link their account.
+
+    It replaces the person's open invitation, if any: a person has at most one that works,
+    so an old link forwarded somewhere can never be the one that links (SPEC §4).
+    """
     if person.owner_id != by.pk:
         raise PermissionDenied("Only the journal's owner can invite a person to link.")
     if person.is_self:
         raise ValidationError("Self is you: it is already linked to your account.")
-    if person_is_linked(person):
-        raise ValidationError(f"{person.display_name} is already linked to an account.")
+    # The person row is locked first, as accepting and unlinking lock it: an invitation made
+    # while another is being accepted either sees the person linked or is withdrawn by the link.
+    locked = Person.objects.select_for_update().get(pk=person.pk)
+    if person_is_linked(locked):
+        raise ValidationError(f"{locked.display_name} is already linked to an account.")
+    _link_invites_withdraw(people=[locked])
     token = secrets.token_urlsafe(32)
     invite = PersonLinkInvite.objects.create(
-        person=person,
+        person=locked,
         token_hash=_link_token_hash(token),
         created_by=by,
         expires_at=timezone.now() + timedelta(days=LINK_INVITE_DAYS),
@@ -339,27 +364,25 @@ def person_link_invite_revoke(*, invite: PersonLinkInvite, by: AbstractBaseUser)
 
 
 def person_link_invite_check(*, token: str) -> PersonLinkInvite:
+    """The open invitation behind `token`, or LinkInvalid (the same for every reason).
+
+    An invitation for a person already linked is refused too, whoever asks: it can only be
+    one left over from before linking withdrew the others.
+    """
     invite = (
         PersonLinkInvite.objects.select_related("person", "person__owner")
         .filter(token_hash=_link_token_hash((token or "").strip()))
         .first()
     )
-    if invite is None:
-        raise LinkInvalid("This link invitation is not valid. Ask the person who sent it for a new one.")
-    if invite.used_at is not None:
-        raise LinkInvalid("This link invitation has already been used.")
-    if invite.revoked_at is not None:
-        raise LinkInvalid("This link invitation was withdrawn. Ask the person who sent it for a new one.")
-    if invite.expires_at <= timezone.now():
-        raise LinkInvalid("This link invitation has expired. Ask the person who sent it for a new one.")
+    if invite is None or not invite.is_open or invite.person.linked_user_id is not None:
+        raise LinkInvalid(LINK_REFUSED)
     return invite
 
 
 def _check_linkable(*, person: Person, user: AbstractBaseUser) -> None:
-    if person.owner_id == user.pk:
-        raise LinkInvalid("This person is in your own journal: you cannot link yourself to them.")
-    if person.linked_user_id is not None:
-        raise LinkInvalid(f"{person.display_name} is already linked to an account.")
+    # Their own person, or someone already linked: refused with the same words as a bad token.
+    if person.owner_id == user.pk or person.linked_user_id is not None:
+        raise LinkInvalid(LINK_REFUSED)
 
 
 def person_link_invite_check_for_user(*, token: str, user: AbstractBaseUser) -> PersonLinkInvite:
@@ -371,17 +394,25 @@ def person_link_invite_check_for_user(*, token: str, user: AbstractBaseUser) -> 
 
 @transaction.atomic
 def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
-    """Link the invitation's person to `user`: from now on they decide their own consent."""
-    invite = person_link_invite_check(token=token)
-    invite = PersonLinkInvite.objects.select_for_update().get(pk=invite.pk)
-    if invite.used_at is not None:
-        raise LinkInvalid("This link invitation has already been used.")
-    person = Person.objects.select_for_update().get(pk=invite.person_id)
+    """Link the invitation's person to `user`: from now on they decide their own consent.
+
+    Every other invitation for the person is withdrawn: once linked, no old link may
+    let someone else in later (after an unlink, or after this account is deleted).
+    """
+    found = person_link_invite_check(token=token)
+    # Person, then invitation: the order person_link_invite_create and person_unlink lock in.
+    # The invitation is checked again under the lock: it may have been used, withdrawn or
+    # replaced since it was read.
+    person = Person.objects.select_for_update().get(pk=found.person_id)
+    invite = PersonLinkInvite.objects.select_for_update().get(pk=found.pk)
+    if not invite.is_open:
+        raise LinkInvalid(LINK_REFUSED)
     _check_linkable(person=person, user=user)
     now = timezone.now()
     Person.objects.filter(pk=person.pk).update(linked_user=user)
     invite.used_at, invite.used_by = now, user
     invite.save(update_fields=["used_at", "used_by"])
+    _link_invites_withdraw(people=[person])
     person.linked_user = user
     from inbox.models import NotificationKind
     from inbox.services import notify
@@ -397,12 +428,16 @@ def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
 
 @transaction.atomic
 def person_unlink(*, person: Person, by: AbstractBaseUser) -> Person:
-    """Either side unlinks. The person's last choices stay; the owner decides again from now on."""
+    """Either side unlinks. The person's last choices stay; the owner decides again from now on.
+
+    Any invitation still open for the person is withdrawn: linking again takes a new one.
+    """
     locked = Person.objects.select_for_update().get(pk=person.pk)
     if not person_is_linked(locked) or by.pk not in (locked.owner_id, locked.linked_user_id):
         raise PermissionDenied("Only the journal's owner or the linked person can unlink.")
     other = locked.owner_id if by.pk == locked.linked_user_id else locked.linked_user_id
     Person.objects.filter(pk=person.pk).update(linked_user=None)
+    _link_invites_withdraw(people=[locked])
     person.linked_user = None
     from inbox.models import NotificationKind
     from inbox.services import notify
@@ -414,6 +449,17 @@ def person_unlink(*, person: Person, by: AbstractBaseUser) -> Person:
         url=f"/people/{person.pk}/" if other == locked.owner_id else "/me/consents/",
     )
     return person
+
+
+def linked_user_link_invites_withdraw(*, user: AbstractBaseUser) -> int:
+    """Withdraw every invitation for every person linked to `user` (their account is being deleted).
+
+    Called before the link itself goes: afterwards nothing would say which people were
+    this account's, and an old invitation would let another account speak for them.
+    """
+    return _link_invites_withdraw(
+        people=Person.objects.filter(linked_user=user, is_self=False).exclude(owner=user)
+    )
 
 
 @transaction.atomic

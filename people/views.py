@@ -263,6 +263,7 @@ def person_link_invite_create(request: HttpRequest, person_id) -> HttpResponse:
         invite, token = services.person_link_invite_create(person=person, by=request.user)
     except ValidationError as refused:  # Self, or already linked
         return _link_panel(request, person, link_error=" ".join(refused.messages))
+    # The new link replaced any open one (people.services.person_link_invite_create).
     return _link_panel(request, person, new_link_invite=invite, new_link_url=_link_url(request, token))
 
 
@@ -300,26 +301,23 @@ def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
 # --- the link page (the person themself) ----------------------------------------------------------
 
 
-def _link_invalid(request: HttpRequest, invalid: services.LinkInvalid, status: int) -> HttpResponse:
+def _link_refused(request: HttpRequest, refused: services.LinkInvalid) -> HttpResponse:
+    """One answer for every refused token, a 404 naming nobody (SPEC §4), as the API's."""
     template = "people/link.html" + ("#link-card" if request.htmx else "")
-    return render(request, template, {"invalid": " ".join(invalid.messages)}, status=status)
+    return render(request, template, {"invalid": " ".join(refused.messages)}, status=404)
 
 
 def _link_check(request: HttpRequest, token: str):
-    """The invite, or the response that says why it cannot be used (and changes nothing).
-
-    A token that does not work for anyone (unknown, used, withdrawn, expired) is a 404;
-    one that works but not for this account (their own person, already linked) a 409.
-    """
+    """The invite, or the one response for a token that cannot be used here (and changes nothing):
+    unknown, used, withdrawn, replaced, expired, for a person already linked, or the
+    visitor's own journal all look alike, so a token tells its holder nothing about anyone."""
     try:
-        invite = services.person_link_invite_check(token=token)
-    except services.LinkInvalid as invalid:
-        return None, _link_invalid(request, invalid, status=404)
-    if request.user.is_authenticated:
-        try:
-            services.person_link_invite_check_for_user(token=token, user=request.user)
-        except services.LinkInvalid as invalid:
-            return None, _link_invalid(request, invalid, status=409)
+        if request.user.is_authenticated:
+            invite = services.person_link_invite_check_for_user(token=token, user=request.user)
+        else:
+            invite = services.person_link_invite_check(token=token)
+    except services.LinkInvalid as refused:
+        return None, _link_refused(request, refused)
     return invite, None
 
 
@@ -350,8 +348,8 @@ def person_link_accept(request: HttpRequest, token: str) -> HttpResponse:
         return refused
     try:
         person = services.person_link_accept(token=token, user=request.user)
-    except services.LinkInvalid as invalid:  # used or linked a moment ago by someone else
-        return _link_invalid(request, invalid, status=409)
+    except services.LinkInvalid as refused:  # used, replaced or linked a moment ago
+        return _link_refused(request, refused)
     messages.success(
         request,
         f"Linked. You now decide who may see memories about you in {person.owner.get_username()}'s journal.",

@@ -74,7 +74,12 @@ from people.models import (
     PersonConsent,
     circle_audience,
 )
-from people.services import linked_user_consents_revoke_all, person_create, person_update
+from people.services import (
+    linked_user_consents_revoke_all,
+    linked_user_link_invites_withdraw,
+    person_create,
+    person_update,
+)
 from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
 from portability.parsing import circle_audience_id, parse_datetime_value, parse_import
 
@@ -660,6 +665,8 @@ def account_delete(*, user: AbstractBaseUser, password: str) -> None:
     linked_user_consents_revoke_all(
         user=user, reason="Their account was deleted: no one can decide for them any more."
     )
+    # And no old invitation for those people may let another account link in their place.
+    linked_user_link_invites_withdraw(user=user)
     try:
         # Participants PROTECT their person (a person must never silently leave a
         # memory), so the memories, and with them their participants, go first.

@@ -30,13 +30,14 @@ from people.models import (
     circle_audience,
 )
 from people.services import (
+    LINK_REFUSED,
     person_create,
     person_link_accept,
     person_link_invite_create,
-    person_link_invite_revoke,
     person_set_consent,
 )
 from tests.api.conftest import ApiClient
+from tests.people.refused_links import NAMES, invites_state, links_state, refused_link_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -104,10 +105,6 @@ def linked(alice, bob, bob_person) -> Person:
     return person_link_accept(token=token, user=bob)
 
 
-def invites_state() -> list:
-    return list(PersonLinkInvite.objects.order_by("pk").values_list("pk", "used_at", "used_by", "revoked_at"))
-
-
 # --- people/{id}/link-invite/ --------------------------------------------------------------------
 
 
@@ -146,36 +143,28 @@ def test_accepting_links_and_answers_the_person_and_the_owner(alice, bob, bob_ap
     assert bob_person.linked_user == bob
 
 
-def test_every_token_failure_is_a_clear_4xx_and_changes_nothing(
-    alice, alice_api, bob, bob_api, mallory, mallory_api, agent_api, bob_person
-):
-    carol = person_create(owner=alice, display_name="Carol")
-    expired_invite, expired = person_link_invite_create(person=bob_person, by=alice)
-    PersonLinkInvite.objects.filter(pk=expired_invite.pk).update(expires_at=timezone.now() - timedelta(1))
-    revoked_invite, revoked = person_link_invite_create(person=bob_person, by=alice)
-    person_link_invite_revoke(invite=revoked_invite, by=alice)
-    _, used = person_link_invite_create(person=carol, by=alice)
-    _, taken = person_link_invite_create(person=carol, by=alice)
-    person_link_accept(token=used, user=mallory)
-    _, own = person_link_invite_create(person=bob_person, by=alice)
-    cases = [
-        (bob_api, "not-a-token", "not valid"),
-        (bob_api, expired, "has expired"),
-        (bob_api, revoked, "was withdrawn"),
-        (bob_api, used, "already been used"),
-        (bob_api, taken, "Carol is already linked to an account"),  # linked to someone else meanwhile
-        (alice_api, own, "in your own journal"),
-    ]
-    before = invites_state()
-    for api, token, words in cases:
-        response = api.post(f"/api/v1/links/{token}/accept/")
-        assert response.status_code == 400, words
-        assert words in response.json()["detail"]
-    assert agent_api.post(f"/api/v1/links/{own}/accept/").status_code == 404
-    assert invites_state() == before
-    bob_person.refresh_from_db()
-    carol.refresh_from_db()
-    assert bob_person.linked_user is None and carol.linked_user == mallory
+def test_every_refused_token_is_one_404_naming_nobody_and_changes_nothing(alice, bob, mallory, agent_api):
+    """Unknown, expired, withdrawn, replaced, used, a second invitation after linking, unlinking
+    or account deletion, a person linked meanwhile, one's own journal: one answer (SPEC §4)."""
+    cases = refused_link_tokens(alice=alice, bob=bob, mallory=mallory)
+    apis = {user.pk: api_for(user) for user in (alice, mallory)}
+    invites, links = invites_state(), links_state()
+    unknown = apis[mallory.pk].post(f"/api/v1/links/{cases['unknown'].token}/accept/")
+    assert unknown.status_code == 404 and unknown.json() == {"detail": LINK_REFUSED}
+    for case, refused in cases.items():
+        response = apis[refused.user.pk].post(f"/api/v1/links/{refused.token}/accept/")
+        assert (response.status_code, response.json()) == (unknown.status_code, unknown.json()), case
+        body = response.content.decode()
+        assert not [name for name in NAMES if name in body], case
+    assert agent_api.post(f"/api/v1/links/{cases['own journal'].token}/accept/").status_code == 404
+    assert (invites_state(), links_state()) == (invites, links)
+
+
+def test_a_new_invite_replaces_the_open_one(alice_api, bob_api, bob_person):
+    first = alice_api.post(f"/api/v1/people/{bob_person.pk}/link-invite/").json()
+    second = alice_api.post(f"/api/v1/people/{bob_person.pk}/link-invite/").json()
+    assert bob_api.post(f"/api/v1/links/{first['token']}/accept/").json() == {"detail": LINK_REFUSED}
+    assert bob_api.post(f"/api/v1/links/{second['token']}/accept/").status_code == 201
 
 
 # --- people/{id}/link/ DELETE -----------------------------------------------------------------------

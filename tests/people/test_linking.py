@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.core.exceptions import PermissionDenied
-from django.utils import timezone
 
 from circles.selectors import linked_consents_for_user
 from inbox.models import Notification
 from memories.retrieval import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person
+from people.selectors import person_link_invites_open
 from people.services import (
+    LINK_REFUSED,
     LinkInvalid,
     linked_user_consents_revoke_all,
     person_create,
     person_link_accept,
     person_link_invite_create,
-    person_link_invite_revoke,
     person_set_consent,
     person_unlink,
 )
 from portability.services import account_delete
+from tests.people.refused_links import (
+    NAMES,
+    invites_state,
+    leftover_invite,
+    links_state,
+    refused_link_tokens,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -53,30 +58,83 @@ def test_accepting_a_link_invitation_links_and_tells_the_owner(alice, bob):
     assert Notification.objects.filter(recipient=alice, kind="link_accepted").count() == 1
 
 
-def test_every_token_failure_is_clear_and_changes_nothing(alice, bob, mallory):
+def test_every_refused_token_gets_the_same_words_naming_nobody_and_changes_nothing(alice, bob, mallory):
+    """Unknown, expired, withdrawn, replaced, used, linked meanwhile or one's own: one refusal (SPEC §4)."""
+    cases = refused_link_tokens(alice=alice, bob=bob, mallory=mallory)
+    invites, links = invites_state(), links_state()
+    for case, refused in cases.items():
+        with pytest.raises(LinkInvalid) as error:
+            person_link_accept(token=refused.token, user=refused.user)
+        assert error.value.messages == [LINK_REFUSED], case
+    assert not [name for name in NAMES if name in LINK_REFUSED]
+    assert (invites_state(), links_state()) == (invites, links)
+
+
+# --- at most one live invitation per person (SPEC §4: nobody else can ever speak as Bob) ---------
+
+
+def refused_like_an_unknown_token(token: str, user) -> None:
+    with pytest.raises(LinkInvalid) as unknown:
+        person_link_accept(token="never-made", user=user)
+    with pytest.raises(LinkInvalid) as refused:
+        person_link_accept(token=token, user=user)
+    assert refused.value.messages == unknown.value.messages
+
+
+def test_a_new_invitation_replaces_the_open_one(alice, bob):
     person = person_create(owner=alice, display_name="Bob")
-    expired_invite, expired = person_link_invite_create(person=person, by=alice)
-    expired_invite.expires_at = timezone.now() - timedelta(seconds=1)
-    expired_invite.save()
-    revoked_invite, revoked = person_link_invite_create(person=person, by=alice)
-    person_link_invite_revoke(invite=revoked_invite, by=alice)
-    _, own = person_link_invite_create(person=person, by=alice)
-    cases = [(expired, bob, "expired"), (revoked, bob, "withdrawn"), ("nonsense", bob, "not valid")]
-    cases.append((own, alice, "your own journal"))
-    for token, user, words in cases:
-        with pytest.raises(LinkInvalid, match=words):
-            person_link_accept(token=token, user=user)
+    first, first_token = person_link_invite_create(person=person, by=alice)
+    second, second_token = person_link_invite_create(person=person, by=alice)
+    first.refresh_from_db()
+    assert first.revoked_at is not None
+    assert list(person_link_invites_open(person=person)) == [second]
+    refused_like_an_unknown_token(first_token, bob)
+    assert person_link_accept(token=second_token, user=bob).linked_user == bob
+
+
+def test_linking_withdraws_the_other_invitations_so_none_works_after_unlinking(alice, bob, mallory):
+    person = person_create(owner=alice, display_name="Bob")
+    _, token = person_link_invite_create(person=person, by=alice)
+    second = leftover_invite(person, by=alice)  # made before Bob linked
+    person_link_accept(token=token, user=bob)
+    assert not person_link_invites_open(person=person).exists()
+    refused_like_an_unknown_token(second, mallory)
+    person_unlink(person=person, by=bob)
+    refused_like_an_unknown_token(second, mallory)
     person.refresh_from_db()
     assert person.linked_user is None
-    _, used = person_link_invite_create(person=person, by=alice)
-    _, second = person_link_invite_create(person=person, by=alice)
-    person_link_accept(token=used, user=bob)
-    with pytest.raises(LinkInvalid, match="already been used"):
-        person_link_accept(token=used, user=mallory)
-    with pytest.raises(LinkInvalid, match="already linked"):
-        person_link_accept(token=second, user=mallory)
+
+
+def test_unlinking_withdraws_every_open_invitation(alice, bob, mallory, linked_bob):
+    leftover = leftover_invite(linked_bob, by=alice)
+    person_unlink(person=linked_bob, by=alice)
+    assert not person_link_invites_open(person=linked_bob).exists()
+    refused_like_an_unknown_token(leftover, mallory)
+
+
+def test_after_account_deletion_no_old_invitation_lets_another_account_speak_for_them(alice, mallory):
+    """The issue's Finn: after he deleted his account, another account accepted an old
+    invitation, granted, and Alice's agents saw the memories about Finn again."""
+    from accounts.services import user_signup
+
+    finn = user_signup(username="finn", password="correct horse battery")
+    person = person_create(owner=alice, display_name="Finn")
+    memory = memory_create(
+        owner=alice, body="Finn's birthday picnic", participants=[ParticipantSpec(person=person)]
+    )
+    _, token = person_link_invite_create(person=person, by=alice)
+    old = leftover_invite(person, by=alice)  # open from before linking withdrew the others
+    person_link_accept(token=token, user=finn)
+    also_old = leftover_invite(person, by=alice)
+    person_set_consent(person=person, status=ConsentStatus.GRANTED, actor=finn, actor_kind=ConsentActor.SELF)
+    assert agent_visible_memories(alice).filter(pk=memory.pk).exists()
+    account_delete(user=finn, password="correct horse battery")
+    for token in (old, also_old):
+        refused_like_an_unknown_token(token, mallory)
     person.refresh_from_db()
-    assert person.linked_user == bob
+    assert person.linked_user is None and person.consent_status == ConsentStatus.REVOKED
+    assert not person_link_invites_open(person=person).exists()
+    assert not agent_visible_memories(alice).filter(pk=memory.pk).exists()
 
 
 def test_the_owner_cannot_grant_for_a_linked_person_but_can_revoke(alice, linked_bob):
