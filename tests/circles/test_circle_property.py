@@ -553,6 +553,28 @@ def check_surfaces(world: CircleWorld, step: str, *, full: bool, number: int = 0
             expected = oracle.circle_visible(circle_id, viewer_ids)
             where = f"{step}: circle {circle.name}, viewers {viewer_ids}"
             assert _ids(circle_visible_memories(circle.pk, [user.pk for user in viewers])) == expected, where
+            # Every agent variant of the gate: an agent reading for these viewers (A2A, the
+            # circle's agent in a private or the shared conversation), cleared or not for
+            # sensitive memories. No agent is the owner.
+            for read_by_several in (False, True):
+                for cleared in (False, True):
+                    agent_expected = oracle.circle_agent_visible(
+                        circle_id,
+                        viewer_ids,
+                        read_by_several=read_by_several,
+                        now=world.now,
+                        may_read_sensitive=cleared,
+                    )
+                    agent_scope = circle_visible_memories(
+                        circle.pk,
+                        [user.pk for user in viewers],
+                        for_agent=True,
+                        read_by_several=read_by_several,
+                        may_read_sensitive=cleared,
+                    )
+                    assert _ids(agent_scope) == agent_expected, (
+                        f"{where}: for an agent, read by several {read_by_several}, cleared {cleared}"
+                    )
 
             alone = len(viewers) == 1
             if alone and (viewer_ids[0] in members or (full and viewer_ids[0] == outsider)):
@@ -581,6 +603,30 @@ def check_surfaces(world: CircleWorld, step: str, *, full: bool, number: int = 0
             assert len(returned) == len(set(returned)), where
             assert set(returned) <= findable, where
             assert len(returned) == min(query["limit"], len(findable)), where
+            # The same search by an agent for these viewers (a single viewer: A2A or a private
+            # conversation; several: the shared one), cleared for sensitive memories every other step.
+            cleared = bool(number % 2)
+            agent_allowed = oracle.circle_agent_visible(
+                circle_id, viewer_ids, read_by_several=not alone, now=world.now, may_read_sensitive=cleared
+            )
+            allowed = {memory_id: oracle.memories[memory_id] for memory_id in agent_allowed}
+            findable = oracle.text_matches(allowed, words) | {
+                memory_id for memory_id, _ in oracle.nearest(allowed, embedding)
+            }
+            hits = circle_memory_search(
+                circle.pk,
+                [user.pk for user in viewers],
+                " ".join(words),
+                limit=query["limit"],
+                query_embedding=embedding,
+                for_agent=True,
+                read_by_several=not alone,
+                may_read_sensitive=cleared,
+                relevance=retrieval.NO_CUTOFF,
+            )
+            returned = [str(hit.memory.pk) for hit in hits]
+            assert set(returned) <= findable, f"{where}: agent search"
+            assert len(returned) == min(query["limit"], len(findable)), f"{where}: agent search"
 
     for circle_id in world.deleted_circle_ids:
         for user in world.users:
@@ -658,7 +704,72 @@ def check_api(world: CircleWorld, step: str) -> None:
                         assert detail.json()["id"] == memory_id, where
 
 
-def check_world(spec: dict) -> None:
+def check_a2a(world: CircleWorld, step: str, *, mcp: bool = True) -> None:
+    """Each member's own agent reading each circle (A2A on) through the API (list, ?q=, detail)
+    and the MCP tools (search_memories, timeline_window with `circle`), against the oracle's
+    agent policy for that member alone: no owner's shortcut, expired and replaced memories out,
+    sensitive ones only with the agent's clearance (given to every other user's agent)."""
+    from agents.mcpserver import tools
+    from agents.models import Agent
+
+    oracle = world.oracle
+    query = world.spec["query"]
+    embedding = unit_vector(query["vector_seed"])
+    for circle in world.circles:
+        if circle is not None:
+            Circle.objects.filter(pk=circle.pk).update(agents_may_read=True)
+    with (
+        mock.patch("memories.embeddings.embed_text", return_value=list(embedding)),
+        override_settings(RELEVANCE_MIN_SIMILARITY=-1.0),
+    ):
+        for number, user in enumerate(world.users):
+            cleared = bool(number % 2)
+            agent = Agent.objects.create(owner=user, name=f"A2A reader {step}", may_read_sensitive=cleared)
+            token, raw = access_token_create(owner=user, kind=TokenKind.AGENT, agent=agent)
+            api = ApiClient(Client(), raw)
+            user_id = str(user.pk)
+            for circle in world.circles:
+                if circle is None:
+                    continue
+                circle_id = str(circle.pk)
+                where = f"{step}: A2A, circle {circle.name}, agent of {user_id}, cleared {cleared}"
+                url = f"/api/v1/circles/{circle_id}/memories/"
+                if user_id not in oracle.circles[circle_id].members:
+                    assert api.get(url).status_code == 404, where
+                    continue
+                expected = oracle.circle_agent_visible(
+                    circle_id, [user_id], read_by_several=False, now=world.now, may_read_sensitive=cleared
+                )
+                listed = api.get(url, {"limit": retrieval.MAX_LIMIT})
+                assert listed.status_code == 200, where
+                assert {row["id"] for row in listed.json()["results"]} == expected, where
+                allowed = {memory_id: oracle.memories[memory_id] for memory_id in expected}
+                findable = oracle.text_matches(allowed, query["words"]) | {
+                    memory_id for memory_id, _ in oracle.nearest(allowed, embedding)
+                }
+                found = api.get(url, {"q": " ".join(query["words"]), "limit": retrieval.MAX_LIMIT})
+                assert {row["id"] for row in found.json()["results"]} == findable, where
+                shared = sorted(memory_id for memory_id, into in oracle.shares if into == circle_id)
+                for memory_id in shared[:3]:
+                    status = api.get(f"{url}{memory_id}/").status_code
+                    assert status == (200 if memory_id in expected else 404), f"{where}: {memory_id}"
+                if not mcp:
+                    continue
+                searched = tools.search_memories(
+                    token=token, query=" ".join(query["words"]), limit=retrieval.MAX_LIMIT, circle=circle_id
+                )
+                assert {row["id"] for row in searched["results"]} == findable, f"{where}: MCP search"
+                window = tools.timeline_window(
+                    token=token,
+                    start="1990-01-01",
+                    end=(world.now + timedelta(days=1)).date().isoformat(),
+                    limit=retrieval.MAX_LIMIT,
+                    circle=circle_id,
+                )
+                assert {row["id"] for row in window["memories"]} == expected, f"{where}: MCP timeline"
+
+
+def check_world(spec: dict, *, mcp: bool = True) -> None:
     world = CircleWorld(spec)
     # The oracle's shares and the database's agree before anything is compared.
     assert {
@@ -672,6 +783,7 @@ def check_world(spec: dict) -> None:
         check_surfaces(world, f"after change {number} {change}", full=last, number=number + 1)
     # Through the API, after the changes: each applies to the very next request.
     check_api(world, "after the changes")
+    check_a2a(world, "after the changes", mcp=mcp)
 
 
 def vector_path(path: str) -> contextlib.AbstractContextManager:
@@ -719,7 +831,9 @@ def test_circle_surfaces_with_the_full_text_side_on_the_search_helper_agree_with
     text_side_threads.clear()
     try:
         with override_settings(SEARCH_SIDES_IN_PARALLEL=True):
-            check_world(spec)
+            # The MCP tools search inside their own transaction, where the full-text side
+            # stays on the caller's thread: they are checked by the test above.
+            check_world(spec, mcp=False)
     finally:
         for circle in Circle.objects.all():
             circle.delete()
