@@ -75,6 +75,8 @@ memory_spec = st.fixed_dictionaries(
         "expiry": st.sampled_from([None, "past", "future"]),
         "superseded_by": st.none() | st.integers(0, 13),
         "days_ago": st.integers(0, 1000),
+        # Sensitive ones reach only agents cleared for them (SPEC §3).
+        "sensitivity": st.sampled_from(["personal", "personal", "public", "sensitive"]),
     }
 )
 world_spec = st.fixed_dictionaries(
@@ -142,6 +144,7 @@ def build_world(spec: dict) -> tuple[OracleWorld, list, dict[str, Person], dict[
             embedding=None if vector is None else list(vector),
             expires_at=expires_at,
             source_person=source,
+            sensitivity=item["sensitivity"],
         )
         participants = {}
         if mine:
@@ -162,6 +165,7 @@ def build_world(spec: dict) -> tuple[OracleWorld, list, dict[str, Person], dict[
             participants=participants,
             source_person=None if source is None else str(source.pk),
             expires_at=expires_at,
+            sensitivity=item["sensitivity"],
         )
     # Supersession only within one owner, never a memory superseding itself.
     for memory, item in zip(memory_list, spec["memories"], strict=True):
@@ -218,19 +222,23 @@ def check_world(spec: dict, query: dict):
 
     # The gate itself, in both of its plans: probed memory by memory (searches, pages)
     # and planned for the whole journal (a count).
-    gated = set(world.visible(owner_key, respect_consent=True, now=now))
-    for whole_journal in (False, True):
-        shown = agent_visible_memories(owner, whole_journal=whole_journal)
-        assert {str(pk) for pk in shown.values_list("pk", flat=True)} == gated
-        assert shown.count() == len(gated)
+    # Both with and without the agent's clearance for sensitive memories.
+    for cleared in (False, True):
+        gated = set(world.visible(owner_key, respect_consent=True, now=now, may_read_sensitive=cleared))
+        for whole_journal in (False, True):
+            shown = agent_visible_memories(owner, may_read_sensitive=cleared, whole_journal=whole_journal)
+            assert {str(pk) for pk in shown.values_list("pk", flat=True)} == gated
+            assert shown.count() == len(gated)
 
-    for respect_consent in (True, False):
+    # The owner; an agent without the clearance for sensitive memories; one with it.
+    for respect_consent, cleared in ((True, False), (False, False), (True, True)):
         candidates = world.visible(
             owner_key,
             respect_consent=respect_consent,
             now=now,
             person=None if filter_person is None else str(filter_person.pk),
             kind=query["filter_kind"],
+            may_read_sensitive=cleared,
         )
         findable = world.text_matches(candidates, words)
         findable |= {memory_id for memory_id, _ in world.nearest(candidates, embedding)}
@@ -247,6 +255,7 @@ def check_world(spec: dict, query: dict):
             filters=filters,
             query_embedding=embedding,
             relevance=NO_CUTOFF,
+            may_read_sensitive=cleared,
         )
         returned = [str(hit.memory.pk) for hit in hits]
         assert len(returned) == len(set(returned))
@@ -260,6 +269,7 @@ def check_world(spec: dict, query: dict):
             filters=filters,
             query_embedding=embedding,
             relevance=NO_CUTOFF,
+            may_read_sensitive=cleared,
         )
         assert {str(hit.memory.pk) for hit in everything} == findable
         if not world.text_matches(candidates, words):
@@ -273,17 +283,21 @@ def check_world(spec: dict, query: dict):
             continue
         anchor = own[query["anchor"] % len(own)]
         anchor_oracle = world.memories[str(anchor.pk)]
-        scope = world.visible(owner_key, respect_consent=respect_consent, now=now)
+        scope = world.visible(owner_key, respect_consent=respect_consent, now=now, may_read_sensitive=cleared)
         anchor_visible = str(anchor.pk) in scope
 
-        similar = memory_similar(anchor, respect_consent=respect_consent, limit=limit)
+        similar = memory_similar(
+            anchor, respect_consent=respect_consent, limit=limit, may_read_sensitive=cleared
+        )
         if respect_consent and not anchor_visible or anchor_oracle.embedding is None:
             assert similar == []
         else:
             expected = world.nearest(scope, anchor_oracle.embedding, exclude=str(anchor.pk))[:limit]
             assert_same_ranking([(str(hit.memory.pk), 1.0 - hit.score) for hit in similar], expected)
 
-        related = memory_related(anchor, respect_consent=respect_consent, limit=100)
+        related = memory_related(
+            anchor, respect_consent=respect_consent, limit=100, may_read_sensitive=cleared
+        )
         related_ids = {str(hit.memory.pk) for hit in related}
         assert related_ids <= set(scope) - {str(anchor.pk)}
         if not respect_consent:
