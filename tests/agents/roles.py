@@ -10,10 +10,10 @@ a role that one day gets a path of its own is already under test.
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
-from hypothesis import settings
 
 from agents.models import Agent, AgentRole
 from agents.services import agent_create
+from tests.privacy import PRIVACY_EXAMPLES
 
 AGENT_ROLES = [role.value for role in AgentRole]
 # Instructions that ask for what the gate must never give: they change nothing.
@@ -27,6 +27,6 @@ def agent_with_role(*, owner: AbstractBaseUser, role: str) -> Agent:
     return Agent.objects.get(owner=owner, role=role, is_builtin=True)
 
 
-# The profile's examples shared out between the roles (tests/conftest.py loads the
-# profile first): every role is tested and a run costs what it did with one agent.
-PER_ROLE_EXAMPLES = max(5, settings.default.max_examples // len(AGENT_ROLES))
+# The privacy tests' examples (tests/privacy.py) shared out between the roles: each test
+# runs PRIVACY_EXAMPLES in all, every role among them.
+PER_ROLE_EXAMPLES = max(5, -(-PRIVACY_EXAMPLES // len(AGENT_ROLES)))

@@ -45,8 +45,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
-from hypothesis import HealthCheck, event, example, given
-from hypothesis import settings as hypothesis_settings
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from accounts.models import TokenKind
@@ -66,6 +65,7 @@ from tests.circles.test_circle_property import (
     vector_path,
     world_spec,
 )
+from tests.privacy import privacy_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -544,18 +544,9 @@ def unlimited_chat(settings):
 
 
 # The stub and the chat's limit are set once for all examples (the stub's record is
-# cleared at the start of each); the database is rolled back after each. Half the
-# profile's examples: each builds a world and sends a dozen requests (the default
-# profile runs 12 here, `--hypothesis-profile=thorough` a thousand).
-@hypothesis_settings(
-    max_examples=max(1, hypothesis_settings.default.max_examples // 2),
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.too_slow,
-        HealthCheck.data_too_large,
-        HealthCheck.function_scoped_fixture,
-    ],
-)
+# cleared at the start of each); the database is rolled back after each. As many
+# examples as every privacy property test (tests/privacy.py).
+@privacy_settings
 @given(spec=spec_strategy, path=st.sampled_from(["exact", "index"]))
 @example(spec=ALWAYS, path="exact")
 def test_circle_agent_prompts_hold_exactly_what_every_viewer_may_see(llm_stub, unlimited_chat, spec, path):

@@ -19,8 +19,10 @@ with them:
 - the sharing service: it refuses exactly when the oracle finds someone not granted,
   naming exactly those people with their status.
 
-Each example lives in a savepoint rolled back at its end. Quick by default (the
-"default" profile); `--hypothesis-profile=thorough` runs thousands of examples.
+After the changes each member's own agent reads each circle (A2A) through the API and
+the MCP tools, and every agent variant of the gate is compared with the oracle's agent
+policy at every step. Each example lives in a savepoint rolled back at its end; every run
+takes tests/privacy.py's PRIVACY_EXAMPLES (100), `--hypothesis-profile=thorough` thousands.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from accounts.models import TokenKind
@@ -60,6 +62,7 @@ from tests.api.conftest import ApiClient
 from tests.factories import UserFactory
 from tests.index_scans import unbounded_index_scans
 from tests.memories.consent_oracle import OracleCircle, OracleMemory, OraclePerson, OracleWorld
+from tests.privacy import privacy_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -800,7 +803,7 @@ def vector_path(path: str) -> contextlib.AbstractContextManager:
     return stack
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec, path=st.sampled_from(["exact", "index"]))
 def test_circle_surfaces_agree_with_the_reference_policy(spec, path):
     # One savepoint per example, rolled back: every example starts from an empty world.
@@ -813,7 +816,7 @@ def test_circle_surfaces_agree_with_the_reference_policy(spec, path):
 
 
 @pytest.mark.django_db(transaction=True)
-@settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec)
 def test_circle_surfaces_with_the_full_text_side_on_the_search_helper_agree_with_the_reference_policy(
     text_side_threads, spec

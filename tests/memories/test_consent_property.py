@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from memories import retrieval
@@ -42,6 +42,7 @@ from tests.memories.consent_oracle import (
     OraclePerson,
     OracleWorld,
 )
+from tests.privacy import privacy_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -339,7 +340,7 @@ def vector_path(request, monkeypatch):
     return request.param
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec, query=query_spec)
 def test_agent_selectors_agree_with_the_reference_policy(vector_path, spec, query):
     # One savepoint per example, rolled back: every example starts from an empty world.
@@ -352,7 +353,7 @@ def test_agent_selectors_agree_with_the_reference_policy(vector_path, spec, quer
 
 
 @pytest.mark.django_db(transaction=True)
-@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec, query=query_spec)
 def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_reference_policy(
     text_side_on_helper, spec, query
@@ -378,7 +379,7 @@ def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_re
 
 
 @pytest.mark.django_db(transaction=True)
-@settings(max_examples=10, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec, query=query_spec)
 def test_searches_from_kept_copies_of_open_vectors_agree_with_the_reference_policy(
     kept_open_vectors, spec, query

@@ -39,7 +39,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from circles.models import Circle, CircleMembership, MembershipRole
@@ -53,6 +53,7 @@ from people.services import person_unlink as unlink_service
 from portability.services import account_delete
 from tests.factories import UserFactory
 from tests.memories.consent_oracle import OracleMemory, OraclePerson, OracleWorld
+from tests.privacy import privacy_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -393,7 +394,7 @@ class _Rollback(Exception):
     pass
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@privacy_settings
 @given(spec=world_spec)
 def test_only_a_linked_person_grants_for_themself_and_the_gate_follows_at_once(spec):
     # One savepoint per example, rolled back: every example starts from an empty world.
