@@ -27,7 +27,7 @@ from django.core.exceptions import PermissionDenied
 
 from agents.citations import citations_attach
 from circles.models import CircleConversation, CircleMembership, CircleMessage
-from memories.retrieval import circle_visible_memories
+from memories.gate import circle_sources_visible, derived_text_shown
 
 REPLY_WITHHELD = "This reply drew on a memory that is no longer shared with you."
 
@@ -55,16 +55,10 @@ def circle_messages_for_reader(
         raise PermissionDenied("Only members read the circle's conversations.")
     messages = list(conversation.messages.select_related("author"))
     sources = {source for message in messages for source in message.source_ids}
-    visible: set[uuid.UUID] = set()
-    if sources:
-        visible = set(
-            circle_visible_memories(conversation.circle_id, [reader.pk])
-            .filter(pk__in=sources)
-            .values_list("pk", flat=True)
-        )
+    visible = circle_sources_visible(conversation.circle_id, reader.pk, sources)
     shown = []
     for message in messages:
-        message.withheld = not visible.issuperset(message.source_ids)
+        message.withheld = not derived_text_shown(message.source_ids, visible)
         if message.withheld:
             message.content = REPLY_WITHHELD
             message.citations = []

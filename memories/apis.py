@@ -25,8 +25,9 @@ from agents.models import AccessSurface
 from agents.services import access_log_record
 from config.api_inputs import StrictCharField
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
+from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
-from memories.retrieval import agent_visible_memories, memory_search, memory_similar
+from memories.retrieval import memory_search, memory_similar
 from memories.selectors import LIST_DEFERRED, MemoryFilters, memory_apply_filters, memory_get, memory_list
 from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
 from people.models import ConsentStatus, Person

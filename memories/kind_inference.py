@@ -34,9 +34,9 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.llm import LLMError, chat_completion, llm_config
+from memories.gate import agent_visible_memories
 from memories.lifecycle import memory_apply_expiry
 from memories.models import Memory, MemoryKind, Sensitivity
-from memories.retrieval import agent_visible_memories
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from memories.gate import agent_visible_memories
 from memories.models import Memory
-from memories.retrieval import SearchHit, agent_visible_memories, memory_search, memory_search_highlights
+from memories.retrieval import SearchHit, memory_search, memory_search_highlights
 from people.models import ConsentStatus
 
 MAX_QUERY_LENGTH = 500

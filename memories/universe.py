@@ -21,8 +21,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from memories.gate import agent_visible_memories
 from memories.models import EdgeKind, Memory, MemoryEdge, MemoryParticipant
-from memories.retrieval import agent_visible_memories
 from people.models import Person
 
 DEFAULT_LIMIT = 300

@@ -14,8 +14,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import BooleanField, Prefetch, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryParticipant
-from memories.retrieval import agent_visible_memories
 from memories.selectors import LIST_DEFERRED, MemoryFilters, memory_apply_filters
 from people.models import Person
 from people.selectors import person_list_for_agents
@@ -93,7 +93,7 @@ def mcp_circle_timeline_window(
     *, circle, viewer: AbstractBaseUser, start: date, end: date, limit: int, may_read_sensitive: bool = False
 ) -> tuple[list[Memory], bool]:
     """What the viewer's agent may see in the circle (the gate's circle case, for an agent), oldest first."""
-    from memories.retrieval import circle_visible_memories
+    from memories.gate import circle_visible_memories
 
     memories = memory_apply_filters(
         circle_visible_memories(

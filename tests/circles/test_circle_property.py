@@ -54,8 +54,9 @@ from circles.services import (
     memory_unshare,
 )
 from memories import retrieval
+from memories.gate import circle_visible_memories
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
-from memories.retrieval import circle_memory_search, circle_visible_memories
+from memories.retrieval import circle_memory_search
 from people.models import Person, PersonConsent
 from people.services import person_set_consent
 from tests.api.conftest import ApiClient

@@ -25,8 +25,9 @@ from circles.services import (
     membership_remove,
     memory_share,
 )
+from memories.gate import circle_visible_memories
 from memories.models import Memory
-from memories.retrieval import circle_memory_search, circle_visible_memories
+from memories.retrieval import circle_memory_search
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentEvent, ConsentStatus, Person, PersonConsent
 from people.services import person_create, person_delete, person_set_consent

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from circles.models import CircleMembership, MemoryShare
 from circles.services import circle_create
+from memories.gate import circle_visible_memories
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
-from memories.retrieval import circle_memory_search, circle_memory_timeline, circle_visible_memories
+from memories.retrieval import circle_memory_search, circle_memory_timeline
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person, PersonConsent
 from people.services import person_create, person_set_consent

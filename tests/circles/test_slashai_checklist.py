@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from circles.agent import circle_chat_memories, circle_conversation
 from circles.models import CircleMembership
 from circles.services import circle_create, memory_share
-from memories.retrieval import agent_visible_memories
+from memories.gate import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from memories.supersession import memory_supersede
 from people.models import ConsentActor, ConsentStatus, Person

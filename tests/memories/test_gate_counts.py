@@ -17,9 +17,10 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memories.gate import agent_visible_memories
 from memories.gate_index import gate_rows_index_opened
 from memories.models import Memory, MemoryGate, MemoryParticipant
-from memories.retrieval import agent_visible_memories, memory_search
+from memories.retrieval import memory_search
 from memories.services import ParticipantSpec, memory_create, memory_delete, memory_update
 from people.models import ConsentStatus, Person
 from people.services import PersonInUse, person_delete, person_set_consent

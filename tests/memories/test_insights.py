@@ -15,8 +15,8 @@ from agents.mcpserver import tools
 from agents.models import Agent
 from insights.models import InsightSource
 from insights.services import insight_check, insight_create
+from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryKind
-from memories.retrieval import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_create, person_set_consent

@@ -1,0 +1,397 @@
+"""THE gate: who may see which memory. Every rule of SPEC §3–§4, and nothing else.
+
+Every surface that shows or hands over a memory, or text made from memories, asks
+here; no other module decides visibility. The viewer is a parameter: the owner, an
+agent acting for the owner, a circle member, a member's agent, a set of readers.
+Everything is decided inside one SQL statement (EXISTS / NOT EXISTS on the people),
+never by filtering rows in Python, so `LIMIT k` counts only what passed and a change
+of consent shows on the very next query (nothing is cached but the compiled SQL).
+
+The rules, in SPEC order:
+
+1. **The owner** reads their own journal whole (the owner's pages, `memory_scope`
+   without `respect_consent`). Nobody else sees another owner's memory but by 2–5.
+2. **The owner's agents** (`agent_visible_memories`): a memory of the owner whose
+   every participant and whose source ("who told me") has granted consent to the
+   `agents` audience (`Person.consent_status`); with nobody in it, the owner's own
+   Self stands in (revoking Self hides it; no Self row hides it too); not expired and
+   not replaced by a newer memory; and not `sensitive` unless that agent is cleared
+   for sensitive memories (`may_read_sensitive`, off by default). A missing person
+   row blocks: fail closed.
+3. **A circle member** V (`circle_visible_memories(circle, [V])`): a memory shared
+   into the circle, whose owner and V are current members, and either V owns it, or
+   every participant and the source is granted for `circle:<id>` (Self counts as
+   granted) and its sensitivity allows V: `public` yes; `personal` only if V is
+   linked to one of its subjects; `sensitive` the same, and only when V reads alone.
+   Members see expired and replaced memories, as entries of a shared journal.
+4. **An agent reading a circle** (`for_agent=True`: a member's agent, A2A; the
+   circle's agent in a private or the shared conversation): what rule 3 allows, minus
+   expired and replaced memories, `sensitive` ones only with the agent's clearance
+   and a reply read alone — and **no agent is the owner**: the viewer's own memory
+   passes only by rule 2 for that owner *and* its people's consent to the circle.
+5. **Several readers** (the circle's shared conversation, `read_by_several`): what
+   every one of them may see; nobody reads alone, so never `sensitive`, and the
+   owner's own memory needs its people's consent for the circle there too.
+6. **What is made from a memory** (a stored reply, a proposal): shown to a reader
+   only if every one of its sources is visible to that reader now, by the rule for
+   that reader (`derived_text_shown`); a deleted source is never visible. The owner
+   reads their own chats whole; insights are the one exception (the generalisation
+   checks, agents/proposals.py).
+
+The privacy audit ("who can see this, and why": circles.selectors.memory_privacy_audit)
+takes every yes/no from these functions; the maintained counts the search engine reads
+(MemoryGate.blocked_count, MemoryShare.blocked_count, kept by database triggers) are
+hints that may only narrow its candidates: every candidate still goes through the
+SQL here. memories/retrieval.py is the engine that searches inside these scopes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import BooleanField, Exists, OuterRef, Q, QuerySet
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Now
+
+from memories.models import Memory, MemoryParticipant, ParticipantRole, Sensitivity
+from people.models import ConsentStatus, Person, circle_audience
+
+
+def _owner_id(owner: AbstractBaseUser | int) -> int:
+    return owner if isinstance(owner, int) else owner.pk
+
+
+class _ExistsPerRow(Exists):
+    """EXISTS that PostgreSQL decides row by row (a subplan probed per memory), never as a join.
+
+    OFFSET 0 keeps the planner from pulling the subquery up into an anti-join
+    (it does so with any other EXISTS, LIMIT 1 included). As a join, once the
+    statistics said that every person had granted (an owner who has granted
+    everyone: nothing to refuse), it chose to gather every ungranted
+    participant of the table before the first row, a read of all the
+    participants (23 ms at 100,000), and let the search's LIMIT prorate that
+    cost as if it were spread over the rows: agents' kNN p50 20 ms where
+    probing the participants of the 40 memories it looks at takes 5-6 ms.
+    Probed per row, the gate costs what the rows looked at cost, whatever the
+    statistics say. Same answer either way: the rows the condition is true for.
+    """
+
+    template = "EXISTS(%(subquery)s OFFSET 0)"
+
+
+def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: bool) -> list:
+    """The conditions an owner's memory must meet for an agent acting for that owner (SPEC §3).
+
+    Shared by agent_visible_memories and by the circle case when the memory's owner
+    is among the readers through an agent: no agent is the owner.
+    """
+    # Fail closed: a participant blocks unless its person row is positively known
+    # to have granted consent. Written as NOT EXISTS(granted person) rather than a
+    # JOIN to people filtered on "not granted": with a JOIN, a participant whose
+    # person row is missing (FK checks bypassed by raw SQL) would drop out of the
+    # join and the memory would show.
+    granted_person = Person.objects.filter(pk=OuterRef("person_id"), consent_status=ConsentStatus.GRANTED)
+    ungranted_participant = MemoryParticipant.objects.filter(
+        ~Exists(granted_person), memory_id=OuterRef("pk")
+    )
+    granted_source = Person.objects.filter(
+        pk=OuterRef("source_person_id"), consent_status=ConsentStatus.GRANTED
+    )
+    # A memory with nobody in it is the owner's own: Self stands in as its
+    # participant, so revoking Self hides it (and a missing Self row does too).
+    any_participant = MemoryParticipant.objects.filter(memory_id=OuterRef("pk"))
+    granted_self = Person.objects.filter(
+        owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
+    )
+    participant_check = Exists if whole_journal else _ExistsPerRow
+    rules = [
+        ~participant_check(ungranted_participant),
+        # Self first: one probe per statement (an InitPlan) that, granted as it
+        # usually is, settles the OR for every row. With the other arm first,
+        # PostgreSQL may hash every participant id of the table before the first
+        # row (an agent's page of 20 at 110,000 participants: 36 ms instead of ~2).
+        Exists(granted_self) | Exists(any_participant),
+        Q(source_person__isnull=True) | Exists(granted_source),
+        # Now() is the transaction's clock, so every statement in one search agrees.
+        Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),
+        Q(owner_id=owner_id),
+        Q(superseded_by__isnull=True),
+    ]
+    if not may_read_sensitive:
+        # Sensitive memories go to a language model only when the owner cleared the agent for them.
+        rules.append(~Q(sensitivity=Sensitivity.SENSITIVE))
+    return rules
+
+
+def agent_visible_memories(
+    owner: AbstractBaseUser | int, *, may_read_sensitive: bool = False, whole_journal: bool = False
+) -> QuerySet[Memory]:
+    """The owner's memories an agent may see. THE consent gate; every agent path uses it.
+
+    `may_read_sensitive`: the agent's clearance for `sensitive` memories (off by
+    default: withheld like ungranted ones). `whole_journal`: a plan for reading
+    all of them (a count): the participant check may then be planned as a join,
+    one pass over the participants, rather than probed memory by memory
+    (_ExistsPerRow), which suits a statement that looks at a few rows (a search,
+    a page). The same condition either way.
+    """
+    return Memory.objects.filter(
+        *_agents_rules(_owner_id(owner), may_read_sensitive=may_read_sensitive, whole_journal=whole_journal)
+    )
+
+
+def memory_scope(
+    owner: AbstractBaseUser | int, *, respect_consent: bool, may_read_sensitive: bool = False
+) -> QuerySet[Memory]:
+    """Where a search may look: the gate for agents (with their clearance for
+    sensitive memories), the whole journal for its owner."""
+    if respect_consent:
+        return agent_visible_memories(owner, may_read_sensitive=may_read_sensitive)
+    return Memory.objects.filter(owner_id=_owner_id(owner))
+
+
+# The gate's SQL, compiled once per process: building it in the ORM (nested
+# EXISTS, resolved and compiled) costs ~2 ms of Python per statement, more than
+# running it, and a hybrid search needs it three times. Without filters the SQL
+# is the same for every owner but for the owner's id, so it is compiled with a
+# placeholder id and the caller's id is put into the parameters.
+# tests/memories/test_retrieval.py compares it with a fresh compile.
+_OWNER_PLACEHOLDER = -1_000_000_007
+_COMPILED_SCOPES: dict[tuple[bool, bool], tuple[str, tuple]] = {}
+
+
+def _compiled_scope(
+    owner: AbstractBaseUser | int, *, respect_consent: bool, may_read_sensitive: bool = False
+) -> tuple[str, list]:
+    """memory_scope(owner) as SQL selecting (id, embedding), and its parameters."""
+    key = (respect_consent, respect_consent and may_read_sensitive)
+    compiled = _COMPILED_SCOPES.get(key)
+    if compiled is None:
+        scope = memory_scope(_OWNER_PLACEHOLDER, respect_consent=respect_consent, may_read_sensitive=key[1])
+        sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+        compiled = _COMPILED_SCOPES[key] = (sql, tuple(params))
+    sql, params = compiled
+    owner_id = _owner_id(owner)
+    return sql, [owner_id if _is_placeholder(param) else param for param in params]
+
+
+def _is_placeholder(param: object) -> bool:
+    return type(param) is int and param == _OWNER_PLACEHOLDER
+
+
+# A circle's gate the same way: compiled once per shape (agent or not, read by
+# several or not, how many viewers) with placeholder circle and viewers.
+_CIRCLE_PLACEHOLDER = uuid.UUID("00000000-0000-4000-8000-00000000c1c1")
+_VIEWER_PLACEHOLDER = -1_000_000_100
+_COMPILED_CIRCLE_SCOPES: dict[tuple[bool, bool, bool, int], tuple[str, tuple]] = {}
+
+
+def _compiled_circle_scope(
+    circle_id: uuid.UUID | str,
+    viewers: list[int],
+    *,
+    for_agent: bool,
+    read_by_several: bool,
+    may_read_sensitive: bool = False,
+) -> tuple[str, list]:
+    """circle_visible_memories(...) as SQL selecting (id, embedding), and its parameters."""
+    viewers = sorted(set(viewers))
+    may_read_sensitive = for_agent and may_read_sensitive
+    key = (for_agent, read_by_several, may_read_sensitive, len(viewers))
+    placeholders = [_VIEWER_PLACEHOLDER - index for index in range(len(viewers))]
+    compiled = _COMPILED_CIRCLE_SCOPES.get(key)
+    if compiled is None:
+        scope = circle_visible_memories(
+            _CIRCLE_PLACEHOLDER,
+            placeholders,
+            for_agent=for_agent,
+            read_by_several=read_by_several,
+            may_read_sensitive=may_read_sensitive,
+        )
+        sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+        compiled = _COMPILED_CIRCLE_SCOPES[key] = (sql, tuple(params))
+    sql, params = compiled
+    circle = uuid.UUID(str(circle_id))
+    # The gate sorts its viewers, so the i-th smallest placeholder stands for the i-th smallest viewer.
+    swap: dict[object, object] = dict(zip(sorted(placeholders), viewers, strict=True))
+    swap |= {
+        _CIRCLE_PLACEHOLDER: circle,
+        str(_CIRCLE_PLACEHOLDER): str(circle),
+        circle_audience(_CIRCLE_PLACEHOLDER): circle_audience(circle),
+    }
+
+    def swapped(param: object) -> object:
+        if type(param) in (int, str, uuid.UUID) and param in swap:
+            return swap[param]
+        if isinstance(param, list | tuple):
+            return type(param)(swapped(item) for item in param)
+        return param
+
+    filled = [swapped(param) for param in params]
+    if any(_mentions_placeholder(param) for param in filled):
+        # A parameter in a form not swapped above: compile this one afresh.
+        scope = circle_visible_memories(
+            circle_id,
+            viewers,
+            for_agent=for_agent,
+            read_by_several=read_by_several,
+            may_read_sensitive=may_read_sensitive,
+        )
+        return _scope_sql(scope)
+    return sql, filled
+
+
+def _mentions_placeholder(param: object) -> bool:
+    if isinstance(param, list | tuple):
+        return any(_mentions_placeholder(item) for item in param)
+    if type(param) is int:
+        return _VIEWER_PLACEHOLDER - 1_000 < param <= _VIEWER_PLACEHOLDER
+    return str(_CIRCLE_PLACEHOLDER) in str(param)
+
+
+def _scope_sql(scope: QuerySet[Memory]) -> tuple[str, list]:
+    """A scope (with filters) compiled now, selecting (id, embedding): the uncached case."""
+    sql, params = scope.order_by().values_list("pk", "embedding").query.sql_with_params()
+    return sql, list(params)
+
+
+def _granted_for(audience: str, person_ref: str) -> Exists:
+    """EXISTS the person at `person_ref`, granted for `audience` (Self always is).
+
+    A Self person counts as granted for every circle its owner shares into
+    (sharing your own memory is your consent). Written as EXISTS(person ...) so a
+    missing person row is not granted: fail closed.
+    """
+    from people.models import PersonConsent
+
+    consent = PersonConsent.objects.filter(
+        person_id=OuterRef("pk"), audience=audience, status=ConsentStatus.GRANTED
+    )
+    return Exists(Person.objects.filter(Q(is_self=True) | Exists(consent), pk=OuterRef(person_ref)))
+
+
+def circle_visible_memories(
+    circle_id: uuid.UUID | str,
+    viewer_ids: Iterable[int],
+    *,
+    for_agent: bool = False,
+    read_by_several: bool = False,
+    may_read_sensitive: bool = False,
+) -> QuerySet[Memory]:
+    """The memories shared into a circle that EVERY viewer in `viewer_ids` may see. THE gate's circle case.
+
+    A member is a set of one; a reply read by several members (the circle's
+    agent) passes the set, and the SQL is the intersection. A memory M of owner O
+    passes for viewer V iff (SPEC §4):
+    - M is shared into the circle, O is still a member of it, and V is a current
+      member (membership is read by this very statement: leaving or removal
+      takes effect on the next query, nothing cached);
+    - V is O reading as a person (the owner always sees their own), or else
+      - every participant and the source of M is granted for `circle:<id>`
+        (PersonConsent; Self counts as granted; a missing person blocks), and
+      - sensitivity allows V: `public` → yes; `personal` → V is linked to a
+        subject of M; `sensitive` → the same, and only when V reads alone.
+    `for_agent`: an agent reads for these viewers (the circle's agent in any
+    conversation, a member's agent reading the circle). No agent is the owner
+    (SPEC §3): the owner's own memory then passes only if the owner's agents may
+    read it (agent_visible_memories' rules: `agents` consent of everyone in it,
+    Self for an untagged one, expiry, supersession) and its people have consented
+    to the circle. Expiry and supersession hide memories from agents only:
+    members see a shared memory as an entry in a shared journal. An agent reads a
+    `sensitive` memory only with `may_read_sensitive` (its clearance), alone.
+    `read_by_several`: the reply will be read by more than these viewers (a
+    circle's shared conversation, which future members read too), so `sensitive`
+    never passes even for a single viewer, and the owner's own memory still needs
+    its people's consent for the circle and is never `sensitive` there.
+    """
+    # circles builds on memories; the gate reads its tables here, lazily, so that
+    # there is one gate with a case per audience rather than a second gate there.
+    from circles.models import CircleMembership, MemoryShare
+
+    viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
+    if not viewers:
+        return Memory.objects.none()
+    audience = circle_audience(circle_id)
+    ungranted_participant = MemoryParticipant.objects.filter(
+        ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
+    )
+    consented = Q(~Exists(ungranted_participant)) & (
+        Q(source_person__isnull=True) | Q(_granted_for(audience, "source_person_id"))
+    )
+    members = CircleMembership.objects.filter(circle_id=circle_id)
+    conditions: list = [
+        Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id)),
+        # The owner is still a member: = ANY(ARRAY(...)) reads the members once (an
+        # InitPlan) instead of joining every shared memory to every membership.
+        RawSQL(
+            f"{Memory._meta.db_table}.owner_id = ANY(ARRAY(SELECT user_id FROM "
+            f"{CircleMembership._meta.db_table} WHERE circle_id = %s))",
+            [str(circle_id)],
+            output_field=BooleanField(),
+        ),
+    ]
+    alone = len(viewers) == 1 and not read_by_several
+    # A person reading alone may read a sensitive memory about them; an agent only when cleared.
+    sensitive_passes = alone and (may_read_sensitive or not for_agent)
+    if for_agent:
+        # Now() is the transaction's clock, as in agent_visible_memories.
+        conditions += [Q(expires_at__isnull=True) | Q(expires_at__gt=Now()), Q(superseded_by__isnull=True)]
+    for viewer_id in viewers:
+        about_viewer = Q(
+            Exists(
+                MemoryParticipant.objects.filter(
+                    memory_id=OuterRef("pk"), role=ParticipantRole.SUBJECT, person__linked_user_id=viewer_id
+                )
+            )
+        )
+        allowed = Q(sensitivity=Sensitivity.PUBLIC) | (Q(sensitivity=Sensitivity.PERSONAL) & about_viewer)
+        if sensitive_passes:
+            allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
+        conditions.append(Exists(members.filter(user_id=viewer_id)))
+        if for_agent:
+            # The viewer's own memory through an agent: the agents' rules for its owner
+            # and the circle's consent, never the owner's shortcut (nor `allowed`, which
+            # would let a public one past the owner's agents' consent).
+            owner_sensitivities = [Sensitivity.PUBLIC, Sensitivity.PERSONAL]
+            if sensitive_passes:
+                owner_sensitivities.append(Sensitivity.SENSITIVE)
+            owner_may = Q(
+                *_agents_rules(viewer_id, may_read_sensitive=sensitive_passes, whole_journal=False),
+                sensitivity__in=owner_sensitivities,
+            )
+            conditions.append(consented & (owner_may | (~Q(owner_id=viewer_id) & allowed)))
+        elif read_by_several:
+            # A text the circle reads (future members too): its audience is the
+            # circle, so the owner's own memory needs its people's consent for the
+            # circle and is never sensitive.
+            owner_may = Q(owner_id=viewer_id, sensitivity__in=[Sensitivity.PUBLIC, Sensitivity.PERSONAL])
+            conditions.append(consented & (owner_may | allowed))
+        else:
+            conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
+    return Memory.objects.filter(*conditions)
+
+
+# --- 6. what is made from memories ------------------------------------------------------
+
+
+def circle_sources_visible(
+    circle_id: uuid.UUID | str, reader_id: int, sources: Iterable[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Which of `sources` the reader, a member reading alone, may see in the circle now (rule 3)."""
+    sources = set(sources)
+    if not sources:
+        return set()
+    return set(
+        circle_visible_memories(circle_id, [reader_id]).filter(pk__in=sources).values_list("pk", flat=True)
+    )
+
+
+def derived_text_shown(sources: Iterable[uuid.UUID], visible: set[uuid.UUID]) -> bool:
+    """Rule 6: text made from `sources` is shown only if every one is visible to the reader now.
+
+    `visible`: what the gate says the reader may see among them (circle_sources_visible).
+    A deleted source is in no gate's answer, so its text stays hidden for good.
+    """
+    return visible.issuperset(sources)
