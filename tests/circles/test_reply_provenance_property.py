@@ -22,7 +22,7 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.test import Client
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from circles.agent import circle_conversation
@@ -32,6 +32,7 @@ from memories.models import Memory
 from memories.services import memory_delete
 from tests.circles.test_circle_property import SENSITIVITIES, CircleWorld, change_spec, world_spec
 from tests.circles.test_reply_provenance import stored_reply
+from tests.privacy import privacy_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +156,7 @@ def check_replies(world: ReplyWorld, step: str, *, pages: bool = False) -> None:
                     assert (words in html) == oracle.reply_visible(sources, circle_id, reader_id), where
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@privacy_settings
 @given(
     spec=world_spec,
     replies=st.lists(reply_spec, min_size=1, max_size=6),
