@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "axes",
     "insights",
     "backups",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [
@@ -397,7 +398,7 @@ AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 # --- Relevance cut-off (memories/retrieval.py RelevanceCutoff) ------------------
 # Search and agents return only memories relevant to the query, so "nothing matches"
 # can be the answer. Cosine similarities of all-MiniLM-L6-v2 (query to memory);
-# calibrated with `python manage.py bench_relevance` on memories/data/relevance_set.json.
+# calibrated with `python manage.py bench_relevance` on benchmarks/data/relevance_set.json.
 # Meaning alone is enough at or above this (searches and agents' questions):
 RELEVANCE_MIN_SIMILARITY = env.float("RELEVANCE_MIN_SIMILARITY", default=0.35)
 # An agent's question is matched word by word (ORed): a memory sharing a word needs at

@@ -17,7 +17,7 @@ Two different jobs:
   "came out as" but not "the cake came out". Where that is not possible it
   over-marks on purpose ("a church fete", "the doctor's surgery"): a memory
   wrongly marked sensitive costs a click, one wrongly left personal can be shown
-  too widely. memories/data/sensitivity_labelled.jsonl is the labelled list it is
+  too widely. benchmarks/data/sensitivity_labelled.jsonl is the labelled list it is
   measured on (`manage.py bench_sensitivity`).
 
 * `find_credentials` looks for actual secrets (private keys, well-known API

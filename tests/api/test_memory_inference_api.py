@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from memories.models import Memory
-from memories.sensitivity_bench import labelled_lines
+from benchmarks.sensitivity import labelled_lines
 from tests.memories.test_views import quick_add_data
 
 MEMORIES = "/api/v1/memories/"

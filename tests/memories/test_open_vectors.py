@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from benchmarks.searches import nearest_ids
 from memories import open_vectors, retrieval
-from memories.management.commands.bench_retrieval import nearest_ids
 from memories.models import Memory, MemoryGate, MemoryGateChange, MemoryParticipant
 from memories.tasks import gate_changes_prune
 from people.models import ConsentStatus, Person

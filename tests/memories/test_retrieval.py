@@ -862,7 +862,7 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers(
 
 def _agents_nearest(owner, limit: int) -> list:
     """The agents' vector side as memory_search runs it without filters (the gate compiled once)."""
-    from memories.management.commands.bench_retrieval import nearest_ids
+    from benchmarks.searches import nearest_ids
 
     scope = retrieval.memory_scope(owner, respect_consent=True)
     return nearest_ids(scope, toward(0.0), owner_id=owner.pk, limit=limit, gated=True)

@@ -1,6 +1,6 @@
 """Benchmark consent flips: how long granting and withholding take, and the agents' index after a bulk revoke.
 
-Seeds (or reuses) one owner the way bench_retrieval does (its helpers, imported:
+Seeds (or reuses) one owner the way bench_retrieval does (benchmarks.seeding:
 random vectors, one bucket person per 1% of memories, all granted), then adds a
 few "flip" people, each in a fixed number of that owner's memories (default 100,
 1,000 and 10,000, disjoint). Then:
@@ -36,22 +36,28 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
-from memories.gate_index import gate_rows_index_opened
-from memories.management.commands.bench_retrieval import (
-    Measured,
+from benchmarks.searches import exact_ids
+from benchmarks.seeding import (
     SeededOwner,
     Text,
-    _build_indexes,
-    _BulkLoad,
-    _cpu_count,
-    _drop_indexes,
-    _load,
-    _measure,
-    _percentile,
-    _prewarm,
-    _queries,
-    _seed_owner,
+    build_indexes,
+    delete_bench_users,
+    drop_indexes,
+    prewarm,
+    query_vectors,
+    seed_one_owner,
+    unindexed_open_rows,
 )
+from benchmarks.timing import (
+    Measured,
+    cpu_count,
+    latency_recall_columns,
+    latency_recall_header,
+    load_average,
+    measure,
+    server_versions,
+)
+from memories.gate_index import gate_rows_index_opened
 from memories.models import Memory, MemoryParticipant
 from people.models import ConsentStatus, Person
 from people.services import person_set_consent
@@ -100,7 +106,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         if options["clean"]:
-            self.stdout.write(f"Deleted bench data: {_delete_bench_owner()}")
+            self.stdout.write(f"Deleted bench data: {delete_bench_users(BENCH_USERNAME)}")
             return
         try:
             sizes = sorted({int(part) for part in options["sizes"].split(",") if part.strip()})
@@ -126,26 +132,23 @@ class Command(BaseCommand):
         rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
         text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
-        self.stdout.write("Seeding (reused when already there)…")
-        with _BulkLoad(self.stdout) as bulk:
-            seeded = _seed_owner(
-                bulk=bulk,
-                username=BENCH_USERNAME,
-                memory_count=options["memories"],
-                rng=rng,
-                distribution=options["distribution"],
-                text=text,
-                out=self.stdout,
-            )
+        seeded = seed_one_owner(
+            username=BENCH_USERNAME,
+            memory_count=options["memories"],
+            rng=rng,
+            text=text,
+            distribution=options["distribution"],
+            out=self.stdout,
+        )
         owner = get_user_model().objects.get(pk=seeded.user_id)
         flips = _seed_flip_people(seeded, sizes, rng, self.stdout)
         _grant_everyone(seeded, flips)
         with connection.cursor() as cursor:
             cursor.execute(f"VACUUM ANALYZE {GATE_TABLE}")
-        queries = _queries(
+        queries = query_vectors(
             rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution=options["distribution"]
         )
-        self.stdout.write(_prewarm())
+        self.stdout.write(prewarm())
         agent_scope = retrieval.memory_scope(seeded.user_id, respect_consent=True)
 
         def knn(query):
@@ -158,22 +161,18 @@ class Command(BaseCommand):
                 ]
 
         def exact(query):
-            with transaction.atomic():
-                return [memory_id for memory_id, _ in retrieval._exact_neighbours(agent_scope, query, limit)]
+            return exact_ids(agent_scope, query, limit)
 
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT version(), (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
-                "(SELECT reloptions FROM pg_class WHERE relname = 'memory_gate_open_hnsw')"
-            )
-            version, pgvector_version, hnsw_options = cursor.fetchone()
+            cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memory_gate_open_hnsw'")
+            (hnsw_options,) = cursor.fetchone()
         self.stdout.write(
             f"\n{seeded.memory_count} memories for {BENCH_USERNAME} ({options['distribution']} vectors, "
             f"text: {options['text']}); {Memory.objects.count()} memories in the table. "
-            f"{version.split(' on ')[0]}, pgvector {pgvector_version}, {_cpu_count()} CPUs; "
+            f"{server_versions()}, {cpu_count()} CPUs; "
             f"agents' index {', '.join(hnsw_options or [])}.\n"
             f"Consent changes through person_set_consent, timed with their commit.\n"
-            f"Load average before measuring: {_load()}\n"
+            f"Load average before measuring: {load_average()}\n"
         )
         if options["explain"]:
             self.stdout.write(_explain_grant(flips[min(sizes, key=lambda size: abs(size - 1000))], owner))
@@ -204,11 +203,11 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\nBulk revoke: one person in {sizes[-1]} memories, agents' kNN (k={limit}, "
             f"{len(queries)} queries), recall against exact gated search in the same state.\n"
-            f"Load average: {_load()}"
+            f"Load average: {load_average()}"
         )
-        self.stdout.write(f"{'state':<44} {'p50 ms':>8} {'p95 ms':>8} {'recall@k':>9} {'rows/asked':>11}")
-        truth_open = _measure(exact, queries)
-        self._knn_line("all granted", _measure(knn, queries), truth_open, limit)
+        self.stdout.write(f"{'state':<44} {latency_recall_header(percents=(50, 95))}")
+        truth_open = measure(exact, queries)
+        self._knn_line("all granted", measure(knn, queries), truth_open, limit)
         seconds = _timed_consent(largest, ConsentStatus.REVOKED, owner)
         # The agents' search first, as it runs right after the revoke; the exact
         # reference after it, with fresh planner statistics: a single consent change
@@ -216,26 +215,26 @@ class Command(BaseCommand):
         # the exact gated scan of every memory took minutes per query (a nested loop
         # over the revoked person's participations). The answer does not depend on
         # the plan.
-        right_after = _measure(knn, queries)
+        right_after = measure(knn, queries)
         _analyze_people()
-        truth_revoked = _measure(exact, queries)
+        truth_revoked = measure(exact, queries)
         self._knn_line(f"right after the revoke ({seconds:.2f} s)", right_after, truth_revoked, limit)
         self.stdout.write(f"  {_dead_tuples()}")
         seconds = _vacuum()
-        self._knn_line(f"after VACUUM ({seconds:.1f} s)", _measure(knn, queries), truth_revoked, limit)
+        self._knn_line(f"after VACUUM ({seconds:.1f} s)", measure(knn, queries), truth_revoked, limit)
         seconds = _timed_consent(largest, ConsentStatus.GRANTED, owner)
         self._knn_line(
-            f"right after granting again ({seconds:.2f} s)", _measure(knn, queries), truth_open, limit
+            f"right after granting again ({seconds:.2f} s)", measure(knn, queries), truth_open, limit
         )
         seconds = _timed_indexing(seeded.user_id)
-        self._knn_line(f"after the index task ({seconds:.1f} s)", _measure(knn, queries), truth_open, limit)
+        self._knn_line(f"after the index task ({seconds:.1f} s)", measure(knn, queries), truth_open, limit)
         seconds = _vacuum()
-        self._knn_line(f"after VACUUM ({seconds:.1f} s)", _measure(knn, queries), truth_open, limit)
+        self._knn_line(f"after VACUUM ({seconds:.1f} s)", measure(knn, queries), truth_open, limit)
         self.stdout.write(
             "(The exact reference after the revoke is computed after ANALYZE of the people and "
             "participant tables, which then apply to the states after it.)"
         )
-        self.stdout.write(f"\nLoad average after measuring: {_load()}")
+        self.stdout.write(f"\nLoad average after measuring: {load_average()}")
         self.stdout.write(f"Bench data kept for reuse under user {BENCH_USERNAME}; --clean removes it.")
 
     def _flip_line(self, size: int, label: str, seconds: list[float]) -> None:
@@ -246,14 +245,7 @@ class Command(BaseCommand):
         )
 
     def _knn_line(self, label: str, measured: Measured, truth: Measured, limit: int) -> None:
-        found = sum(
-            len(set(got) & set(want)) for got, want in zip(measured.results, truth.results, strict=True)
-        )
-        expected = sum(len(want) for want in truth.results)
-        recall = found / expected if expected else 1.0
-        p50, p95 = (_percentile(measured.latencies_ms, percent) for percent in (50, 95))
-        rows = f"{np.mean(measured.returned):.1f}/{limit}"
-        self.stdout.write(f"{label:<44} {p50:8.2f} {p95:8.2f} {recall:9.3f} {rows:>11}")
+        self.stdout.write(f"{label:<44} {latency_recall_columns(measured, truth, limit, percents=(50, 95))}")
 
 
 def _seed_flip_people(
@@ -308,25 +300,15 @@ def _grant_everyone(seeded: SeededOwner, flips: dict[int, Person]) -> None:
         pk__in=[*seeded.bucket_person_ids, *(person.pk for person in flips.values())]
     )
     withheld = people.exclude(consent_status=ConsentStatus.GRANTED)
-    if not withheld.exists() and not _unindexed_open_rows(seeded.user_id):
+    if not withheld.exists() and not unindexed_open_rows(seeded.user_id):
         return
-    definitions = _drop_indexes(("memory_gate_open_hnsw",))
+    definitions = drop_indexes(("memory_gate_open_hnsw",))
     try:
         withheld.update(consent_status=ConsentStatus.GRANTED)
         # What the task would do, while the index is away: one build, not an insert per row.
         gate_rows_index_opened(owner_id=seeded.user_id, batch_size=10_000)
     finally:
-        _build_indexes(definitions)
-
-
-def _unindexed_open_rows(owner_id: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {GATE_TABLE} WHERE owner_id = %s AND blocked_count = 0 "
-            "AND NOT indexed AND embedding IS NOT NULL)",
-            [owner_id],
-        )
-        return cursor.fetchone()[0]
+        build_indexes(definitions)
 
 
 @contextmanager
@@ -361,23 +343,6 @@ def _timed_indexing(owner_id: int) -> float:
     started = time.perf_counter()
     gate_rows_index_opened(owner_id=owner_id)
     return time.perf_counter() - started
-
-
-def _delete_bench_owner() -> dict:
-    """The bench owner and everything theirs, as account deletion does it (portability.account_delete).
-
-    Memories first (participants protect their person); the consent history this
-    bench wrote refuses deletes except of the account being erased (people 0003).
-    """
-    deleted: dict = {}
-    with transaction.atomic():
-        for user in get_user_model().objects.filter(username=BENCH_USERNAME):
-            _, memories = Memory.objects.filter(owner=user).delete()
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('keepsake.erasing_account', %s, true)", [str(user.pk)])
-            _, rest = get_user_model().objects.filter(pk=user.pk).delete()
-            deleted.update(memories, **rest)
-    return deleted
 
 
 def _timed_consent(person: Person, status: str, owner) -> float:

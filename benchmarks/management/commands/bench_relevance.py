@@ -9,7 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.relevance_bench import (
+from benchmarks.relevance import (
     SET_PATH,
     Figures,
     bench_journal_create,

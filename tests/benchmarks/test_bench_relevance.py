@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from agents.relevance_bench import BENCH_USERNAME, SET_PATH, relevance_set
+from benchmarks.relevance import BENCH_USERNAME, SET_PATH, relevance_set
 
 pytestmark = pytest.mark.django_db
 

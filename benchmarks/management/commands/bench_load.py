@@ -39,8 +39,9 @@ from accounts.models import AccessToken, TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import agent_create_builtins
+from benchmarks.seeding import Text, delete_bench_users, seed_one_owner
+from benchmarks.timing import cpu_count, load_average, percentile
 from config.embedded import free_port, wait_until_serving, web_command, web_threads, web_workers
-from memories.management.commands.bench_retrieval import Text, _BulkLoad, _load, _percentile, _seed_owner
 from memories.models import Memory
 from people.models import ConsentStatus, Person
 
@@ -188,9 +189,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         if options["clean"]:
-            from memories.management.commands.bench_retrieval import _delete_bench_owners
-
-            self.stdout.write(f"Deleted bench data: {_delete_bench_owners(USERNAME)}")
+            self.stdout.write(f"Deleted bench data: {delete_bench_users(USERNAME)}")
             return
         for name in ("clients", "seconds", "memories"):
             if options[name] <= 0:
@@ -213,17 +212,13 @@ class Command(BaseCommand):
         )
         if options["vectors"] == "model" and synthetic_beside:
             self.stdout.write(MIXED_VECTORS_WARNING)
-        self.stdout.write("Seeding (reused when already there)…")
-        with _BulkLoad(self.stdout) as bulk:
-            seeded = _seed_owner(
-                bulk=bulk,
-                username=USERNAME,
-                memory_count=options["memories"],
-                rng=rng,
-                distribution="clustered",
-                text=text,
-                out=self.stdout,
-            )
+        seeded = seed_one_owner(
+            username=USERNAME,
+            memory_count=options["memories"],
+            rng=rng,
+            text=text,
+            out=self.stdout,
+        )
         # A tenth of the people withheld, so agent searches go through a gate that refuses.
         Person.objects.filter(pk__in=seeded.bucket_person_ids[:10]).update(
             consent_status=ConsentStatus.PENDING
@@ -339,7 +334,7 @@ class Command(BaseCommand):
                 # Every web process warm (gunicorn hands connections to whichever accepts):
                 # the same load, not counted.
                 run_all(options["warmup"])
-            self.stdout.write(f"Load average before measuring: {_load()}")
+            self.stdout.write(f"Load average before measuring: {load_average()}")
             measuring = True
             started = time.monotonic()
             client_cpu = time.process_time()
@@ -368,7 +363,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s, after {options['warmup']:g} s "
             f"unmeasured, against gunicorn ({web_workers()} workers, {web_threads()} threads each) on "
-            f"{len(os.sched_getaffinity(0))} CPUs; the owner has {options['memories']} memories "
+            f"{cpu_count()} CPUs; the owner has {options['memories']} memories "
             f"({'embedded by the model' if options['vectors'] == 'model' else 'synthetic vectors'}).\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"
         )
@@ -378,7 +373,7 @@ class Command(BaseCommand):
         )
         for endpoint, _ in MIX:
             values = latencies.get(endpoint, [])
-            p50, p95, p99 = (_percentile(values, percent) for percent in (50, 95, 99))
+            p50, p95, p99 = (percentile(values, percent) for percent in (50, 95, 99))
             self.stdout.write(
                 f"{endpoint:<16} {len(values):>9} {len(values) / elapsed:7.1f} "
                 f"{p50:8.1f} {p95:8.1f} {p99:8.1f} {errors.get(endpoint, 0):>7}"
@@ -394,4 +389,4 @@ class Command(BaseCommand):
             f"The clients themselves used {client_cpu:.1f} CPU-seconds "
             f"({client_cpu / elapsed:.2f} of a core) on the same machine."
         )
-        self.stdout.write(f"Load average after measuring: {_load()}")
+        self.stdout.write(f"Load average after measuring: {load_average()}")

@@ -1,6 +1,6 @@
 """How well the relevance cut-off picks what an agent is given, on a labelled set.
 
-memories/data/relevance_set.json holds a fixed journal (people and memories, each
+benchmarks/data/relevance_set.json holds a fixed journal (people and memories, each
 with a key) and two lists labelled with the keys of the memories a good answer
 needs: `questions` asked of an agent in chat, and `searches` typed into search.
 Some have no relevant memory at all: those must come back empty ("nothing
@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from benchmarks.seeding import delete_bench_users
 from memories.models import MemoryKind, Sensitivity
 from memories.retrieval import RelevanceCutoff, memory_search
 
-SET_PATH = Path(__file__).resolve().parent.parent / "memories" / "data" / "relevance_set.json"
+SET_PATH = Path(__file__).resolve().parent / "data" / "relevance_set.json"
 BENCH_USERNAME = "bench_relevance"
 # What the search page asks for (memories.search_views.RESULT_LIMIT).
 SEARCH_LIMIT = 30
@@ -191,17 +191,8 @@ def bench_journal_create(labelled_set: RelevanceSet) -> Bench:
 
 
 def bench_journal_delete() -> None:
-    """The bench owner and everything theirs, as account deletion does it (portability.account_delete)."""
-    from memories.models import Memory
-
-    with transaction.atomic():
-        for user in get_user_model().objects.filter(username=BENCH_USERNAME):
-            # Participants protect their person: the memories go first. The consent
-            # history refuses deletes except of the account being erased (people 0003).
-            Memory.objects.filter(owner=user).delete()
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT set_config('keepsake.erasing_account', %s, true)", [str(user.pk)])
-            user.delete()
+    """The bench owner and everything theirs, as account deletion does it."""
+    delete_bench_users(BENCH_USERNAME)
 
 
 def sweep(measure: Callable[[RelevanceCutoff], Figures], cutoffs: Iterable[RelevanceCutoff]) -> list[Figures]:

@@ -1,6 +1,6 @@
 """How well classify_sensitivity does on a labelled list of journal lines.
 
-memories/data/sensitivity_labelled.jsonl holds short journal lines, one JSON
+benchmarks/data/sensitivity_labelled.jsonl holds short journal lines, one JSON
 object a line: {"text": ..., "label": "public" | "personal" | "sensitive",
 "topic": ...}. The topic says why a line is labelled as it is (health, work,
 near_miss, …) and is only used to break recall down. The list was written for

@@ -13,7 +13,6 @@ database, and no worker or sweep can see (or race for) the synthetic memories.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 import uuid
@@ -24,23 +23,15 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from benchmarks.seeding import Text
+from benchmarks.timing import cpu_count, load_average, percentile
 from memories import embeddings
-from memories.management.commands.bench_retrieval import Text
 from memories.models import Memory
 from memories.services import _embedding_input, memory_edges_refresh_many, memory_embed_batch
 
 
 class _Rollback(Exception):
     pass
-
-
-def _load() -> str:
-    return "load " + " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
-def _percentile(values: list[float], percent: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(percent / 100 * (len(ordered) - 1)))]
 
 
 class Command(BaseCommand):
@@ -91,7 +82,7 @@ class Command(BaseCommand):
         encoder.encode(["warm-up"])  # the model load is not part of the path
         self.stdout.write(
             f"model {embeddings.MODEL_NAME}: {embeddings.describe(encoder)}, {encoder.threads} thread(s), "
-            f"loaded in {time.perf_counter() - started:.1f}s; {os.cpu_count()} CPUs; {_load()}"
+            f"loaded in {time.perf_counter() - started:.1f}s; {cpu_count()} CPUs; load {load_average()}"
         )
         text = Text(options["text"], np.random.default_rng(options["seed"]))
         try:
@@ -121,7 +112,8 @@ class Command(BaseCommand):
         batched = time.perf_counter() - started
         assert len(stored) == n
         self.stdout.write(
-            f"batched:    {n} memories in {batched:.2f}s = {n / batched:.0f} memories/s; {_load()}"
+            f"batched:    {n} memories in {batched:.2f}s = {n / batched:.0f} memories/s; "
+            f"load {load_average()}"
         )
 
         # The same texts again, encode only: what is left of the batched time is
@@ -133,7 +125,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"  encode alone: {n / encode_only:.0f} memories/s ({encode_only:.2f}s); "
             f"claim and write: {max(batched - encode_only, 0):.2f}s = "
-            f"{max(batched - encode_only, 0) / n * 1000:.2f} ms per memory; {_load()}"
+            f"{max(batched - encode_only, 0) / n * 1000:.2f} ms per memory; load {load_average()}"
         )
 
         if single_ids:
@@ -143,7 +135,7 @@ class Command(BaseCommand):
             single = time.perf_counter() - started
             self.stdout.write(
                 f"one by one: {len(single_ids)} memories in {single:.2f}s = "
-                f"{len(single_ids) / single:.0f} memories/s; {_load()}"
+                f"{len(single_ids) / single:.0f} memories/s; load {load_average()}"
             )
 
         if edges:
@@ -153,7 +145,7 @@ class Command(BaseCommand):
             elapsed = time.perf_counter() - started
             self.stdout.write(
                 f"edges:      {len(sample)} memories (of {n + one_by_one}) in {elapsed:.2f}s = "
-                f"{len(sample) / elapsed:.0f} memories/s; {_load()}"
+                f"{len(sample) / elapsed:.0f} memories/s; load {load_average()}"
             )
 
     def _queries(self, *, text: Text, count: int) -> None:
@@ -165,7 +157,8 @@ class Command(BaseCommand):
             timings.append((time.perf_counter() - started) * 1000)
         self.stdout.write(
             f"query embedding: {count} queries of {statistics.mean(len(q.split()) for q in questions):.1f} "
-            f"words, p50 {_percentile(timings, 50):.1f} ms, p95 {_percentile(timings, 95):.1f} ms; {_load()}"
+            f"words, p50 {percentile(timings, 50):.1f} ms, p95 {percentile(timings, 95):.1f} ms; "
+            f"load {load_average()}"
         )
 
     def _quality(self, encoder, *, text: Text, count: int, queries: int) -> None:

@@ -1,6 +1,6 @@
 """Benchmark: how fast a large Day One file imports, batch by batch, in-process.
 
-Run with: TEST_DATABASE_NAME=... .venv/bin/python -m pytest tests/portability/test_bench_import.py -m bench -s
+Run with: TEST_DATABASE_NAME=... .venv/bin/python -m pytest tests/benchmarks/test_bench_import.py -m bench -s
 Prints figures; asserts only correctness, never time.
 """
 

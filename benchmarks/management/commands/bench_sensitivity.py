@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memories.sensitivity_bench import (
+from benchmarks.sensitivity import (
     LABELLED_PATH,
     LABELS,
     SensitivityBench,

@@ -1,6 +1,6 @@
 """bench_footprint starts the whole stack and reports each process's memory (slow: a bench).
 
-Run with `pytest -m bench tests/memories/test_bench_footprint.py`; it starts
+Run with `pytest -m bench tests/benchmarks/test_bench_footprint.py`; it starts
 `config.embedded run` (web, worker, beat) against the running embedded services.
 """
 

@@ -29,21 +29,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connections
 
+from benchmarks.searches import exact_fused, exact_ids, hybrid_ids, nearest_ids
+from benchmarks.seeding import BUCKETS, RETRIEVAL_OWNER, SeededOwner, Text, query_vectors, set_gated_fraction
+from benchmarks.timing import load_average, percentile, recall
 from config.gc_freeze import freeze_startup_objects
-from memories.management.commands.bench_retrieval import (
-    BENCH_USERNAME,
-    BUCKETS,
-    SeededOwner,
-    Text,
-    _load,
-    _percentile,
-    _queries,
-    _set_gated_fraction,
-    exact_fused,
-    exact_ids,
-    hybrid_ids,
-    nearest_ids,
-)
 from memories.models import Memory
 from people.models import Person
 
@@ -98,9 +87,7 @@ class _Side:
     truth: list[list] = field(default_factory=list)
 
     def recall(self) -> float:
-        found = sum(len(set(got) & set(want)) for got, want in zip(self.results, self.truth, strict=True))
-        expected = sum(len(want) for want in self.truth)
-        return found / expected if expected else 1.0
+        return recall(self.results, self.truth)
 
 
 class Command(BaseCommand):
@@ -130,7 +117,7 @@ class Command(BaseCommand):
         helper = settings.SEARCH_SIDES_IN_PARALLEL
         settings.SEARCH_SIDES_IN_PARALLEL = False
         alone = _Database(options["alone"])
-        username = f"{BENCH_USERNAME}_{options['owner']}"
+        username = f"{RETRIEVAL_OWNER}_{options['owner']}"
         try:
             try:
                 with alone.active():
@@ -158,7 +145,7 @@ class Command(BaseCommand):
         if len(people) != BUCKETS or count != memories:
             raise CommandError(
                 f"{database} has no {username} with {memories} memories: seed it with `bench_retrieval "
-                f"--owner {username.removeprefix(BENCH_USERNAME + '_')} --memories {memories}` "
+                f"--owner {username.removeprefix(RETRIEVAL_OWNER + '_')} --memories {memories}` "
                 f"(KEEPSAKE_DATABASE_NAME={database})."
             )
         return SeededOwner(user.pk, [person.pk for person in people], count)
@@ -170,7 +157,7 @@ class Command(BaseCommand):
         rng = np.random.default_rng(options["seed"])
         text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
         # The same query vectors and words on both sides: drawn near the owner's own memories here.
-        queries = _queries(
+        queries = query_vectors(
             rng=rng, owner_id=seeded_among.user_id, count=options["queries"], distribution="clustered"
         )
         words = [text.query() for _ in range(len(queries))]
@@ -178,12 +165,12 @@ class Command(BaseCommand):
         with alone.active():
             alone_rows = Memory.objects.count()
         self.stdout.write(
-            f"{BENCH_USERNAME}_{options['owner']} ({seeded_among.memory_count} memories): "
+            f"{RETRIEVAL_OWNER}_{options['owner']} ({seeded_among.memory_count} memories): "
             f"{alone_rows} memories in {options['alone']}, "
             f"{table_rows} in {connections['default'].settings_dict['NAME']}.\n"
             f"{len(queries)} queries, k={limit}, each on both databases in turn; a hybrid search's "
             "full-text side after its vector side, on the same connection (no search helper). "
-            f"Load average before: {_load()}\n"
+            f"Load average before: {load_average()}\n"
         )
         self.stdout.write(
             f"{'gated':>6} {'query':<14} {'alone p50':>9} {'p95':>6} {'among p50':>9} {'p95':>6} "
@@ -214,7 +201,7 @@ class Command(BaseCommand):
         def set_fraction(fraction: float) -> None:
             for active, seeded in sides.values():
                 with active():
-                    _set_gated_fraction(seeded, fraction)
+                    set_gated_fraction(seeded, fraction)
 
         def line(label: str, fraction: str, gated: bool, run, exact) -> None:
             measured = {side: _Side() for side in sides}
@@ -233,8 +220,8 @@ class Command(BaseCommand):
                         measured[side].results.append(run(seeded.user_id, query, gated, position))
                         measured[side].latencies_ms.append((time.perf_counter() - started) * 1000)
             first, then = measured["alone"], measured["among"]
-            p50 = (_percentile(first.latencies_ms, 50), _percentile(then.latencies_ms, 50))
-            p95 = (_percentile(first.latencies_ms, 95), _percentile(then.latencies_ms, 95))
+            p50 = (percentile(first.latencies_ms, 50), percentile(then.latencies_ms, 50))
+            p95 = (percentile(first.latencies_ms, 95), percentile(then.latencies_ms, 95))
             self.stdout.write(
                 f"{fraction:>6} {label:<14} {p50[0]:9.2f} {p95[0]:6.2f} {p50[1]:9.2f} {p95[1]:6.2f} "
                 f"{p50[1] / p50[0]:9.2f} {p95[1] / p95[0]:5.2f} {first.recall():9.3f} / {then.recall():.3f}"
@@ -248,4 +235,4 @@ class Command(BaseCommand):
             line("agent knn", f"{fraction:.2f}", True, knn, exact_knn)
             line("agent hybrid", f"{fraction:.2f}", True, hybrid, exact_hybrid)
         set_fraction(0.0)
-        self.stdout.write(f"\nLoad average after: {_load()}")
+        self.stdout.write(f"\nLoad average after: {load_average()}")

@@ -7,7 +7,7 @@ every member see them). A consented fraction is set by granting whole 1% buckets
 for the circle's audience. Measured as a member who is not the owner, so the
 whole circle rule applies: search p50/p95/p99 with recall@k against exact search
 over the same gate, the hybrid circle search with recall@k against an exact fused
-reference (bench_retrieval.exact_fused: exact kNN and every full-text match
+reference (benchmarks.searches.exact_fused: exact kNN and every full-text match
 ranked, over the same gate), and the server time of the
 timeline's first page (the query and loading its memories with their people).
 """
@@ -15,27 +15,23 @@ timeline's first page (the query and loading its memories with their people).
 from __future__ import annotations
 
 import numpy as np
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
-from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
-from memories.management.commands.bench_retrieval import (
-    BENCH_USERNAME,
+from benchmarks.searches import exact_fused
+from benchmarks.seeding import (
     BUCKETS,
     PREWARMED,
-    Measured,
+    RETRIEVAL_OWNER,
     Text,
-    _BulkLoad,
-    _load,
-    _measure,
-    _percentile,
-    _prewarm,
-    _queries,
-    _seed_owner,
-    _settle,
-    exact_fused,
+    bench_user,
+    prewarm,
+    query_vectors,
+    seed_one_owner,
+    settle,
 )
+from benchmarks.timing import Measured, latency_recall_columns, latency_recall_header, load_average, measure
+from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
 from memories.models import Memory
 from people.models import ConsentStatus, PersonConsent
 
@@ -57,17 +53,13 @@ CIRCLE_PREWARMED = (
 
 
 def _circle(owner_id: int, members: int) -> tuple[Circle, list[int]]:
-    users = get_user_model()
     circle, _ = Circle.objects.get_or_create(owner_id=owner_id, name=CIRCLE_NAME)
     CircleMembership.objects.get_or_create(
         circle=circle, user_id=owner_id, defaults={"role": MembershipRole.OWNER}
     )
     member_ids = []
     for index in range(members - 1):
-        user, created = users.objects.get_or_create(username=MEMBER_USERNAME.format(index=index))
-        if created:
-            user.set_unusable_password()
-            user.save(update_fields=["password"])
+        user = bench_user(MEMBER_USERNAME.format(index=index))
         CircleMembership.objects.get_or_create(circle=circle, user=user)
         member_ids.append(user.pk)
     return circle, member_ids
@@ -152,34 +144,27 @@ class Command(BaseCommand):
         rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
         text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
-        self.stdout.write("Seeding (reused when already there)…")
-        with _BulkLoad(self.stdout) as bulk:
-            seeded = _seed_owner(
-                bulk=bulk,
-                username=BENCH_USERNAME,
-                memory_count=options["memories"],
-                rng=rng,
-                distribution="clustered",
-                text=text,
-                out=self.stdout,
-            )
+        seeded = seed_one_owner(
+            username=RETRIEVAL_OWNER,
+            memory_count=options["memories"],
+            rng=rng,
+            text=text,
+            out=self.stdout,
+        )
         circle, member_ids = _circle(seeded.user_id, options["members"])
         shared = _share(circle, seeded.user_id, options["shared"], rng, self.stdout)
         viewer = [member_ids[0]]
-        queries = _queries(
+        queries = query_vectors(
             rng=rng, owner_id=seeded.user_id, count=options["queries"], distribution="clustered"
         )
-        self.stdout.write(_prewarm(CIRCLE_PREWARMED))
+        self.stdout.write(prewarm(CIRCLE_PREWARMED))
         self.stdout.write(
             f"\nCircle of {options['members']} members; the owner has {seeded.memory_count} memories, "
             f"{shared} shared into the circle (public). Measured as a member who is not the owner.\n"
             f"{len(queries)} queries, k={limit}. Latency excludes embedding the query.\n"
-            f"Load average before measuring: {_load()}\n"
+            f"Load average before measuring: {load_average()}\n"
         )
-        self.stdout.write(
-            f"{'consented':>9} {'query':<24} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-            f"{'recall@k':>9} {'rows/asked':>11}"
-        )
+        self.stdout.write(f"{'consented':>9} {'query':<24} {latency_recall_header()}")
 
         def knn(query):
             # As circle_memory_search calls it: the gate compiled once, built as a queryset on demand,
@@ -238,34 +223,24 @@ class Command(BaseCommand):
             ]
 
         def line(label: str, fraction: float, measured: Measured, truth: Measured | None, asked: int) -> None:
-            recall = float("nan")
-            if truth is not None:
-                found = sum(
-                    len(set(got) & set(want))
-                    for got, want in zip(measured.results, truth.results, strict=True)
-                )
-                expected = sum(len(want) for want in truth.results)
-                recall = found / expected if expected else 1.0
-            p50, p95, p99 = (_percentile(measured.latencies_ms, percent) for percent in (50, 95, 99))
-            rows = f"{np.mean(measured.returned):.1f}/{asked}"
             self.stdout.write(
-                f"{fraction:>9.2f} {label:<24} {p50:8.2f} {p95:8.2f} {p99:8.2f} {recall:9.3f} {rows:>11}"
+                f"{fraction:>9.2f} {label:<24} {latency_recall_columns(measured, truth, asked)}"
             )
 
         for fraction in fractions:
             _set_consented_fraction(circle, seeded.bucket_person_ids, fraction)
-            _settle(CIRCLE_PREWARMED)  # the flip rewrote the shares: written out, read back in
-            measured = _measure(knn, queries)
-            truth = _measure(exact, queries)
+            settle(CIRCLE_PREWARMED)  # the flip rewrote the shares: written out, read back in
+            measured = measure(knn, queries)
+            truth = measure(exact, queries)
             line("circle knn", fraction, measured, truth, limit)
             line("exact (seq)", fraction, truth, truth, limit)
             line(
                 "circle hybrid search",
                 fraction,
-                _measure(hybrid(), queries),
-                _measure(exact_hybrid(), queries),
+                measure(hybrid(), queries),
+                measure(exact_hybrid(), queries),
                 limit,
             )
-            line("timeline first page", fraction, _measure(timeline, queries[:50]), None, TIMELINE_PAGE)
-        self.stdout.write(f"\nLoad average after measuring: {_load()}")
+            line("timeline first page", fraction, measure(timeline, queries[:50]), None, TIMELINE_PAGE)
+        self.stdout.write(f"\nLoad average after measuring: {load_average()}")
         self.stdout.write("Goals (issue): search p95 <= 15 ms, recall >= 0.99, timeline <= 30 ms.")

@@ -15,8 +15,8 @@ import pytest
 from django.core.management import call_command
 
 from accounts.models import AccessToken
+from benchmarks.management.commands.bench_load import MIXED_VECTORS_WARNING
 from memories.embeddings import embed_text
-from memories.management.commands.bench_load import MIXED_VECTORS_WARNING
 from memories.models import Memory
 from memories.services import _embedding_input
 

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection, connections
 
+from benchmarks.management.commands.bench_isolation import _Database
 from memories import retrieval
-from memories.management.commands.bench_isolation import _Database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
