@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from memories.models import Memory
 from benchmarks.sensitivity import labelled_lines
+from memories.models import Memory
 from tests.memories.test_views import quick_add_data
 
 MEMORIES = "/api/v1/memories/"
