@@ -36,9 +36,10 @@ from circles.models import (
 )
 from inbox.models import NotificationKind
 from inbox.services import notify, notify_many
+from memories.gate import circle_consent_blockers
 from memories.models import Memory
 from memories.services import ParticipantSpec, memory_create
-from people.models import ConsentStatus, Person, PersonConsent, circle_audience
+from people.models import Person, PersonConsent, circle_audience
 
 INVITE_DEFAULT_DAYS = 14
 INVITE_MAX_DAYS = 90
@@ -296,34 +297,10 @@ class ShareRefused(ValidationError):
 
 
 def share_blockers(*, memory: Memory, circle: Circle) -> list[NotConsented]:
-    """Everyone in the memory (participants and who told it) not granted for the circle.
-
-    Self counts as granted (sharing your own memory is your consent). A check
-    before writing a share; what members then see is decided by the gate at read
-    time, so a later revocation needs no clean-up.
-    """
-    people = {
-        person.pk: person
-        for person in Person.objects.filter(
-            Q(pk__in=memory.participants.values("person_id")) | Q(pk=memory.source_person_id), is_self=False
-        )
-    }
-    granted = set(
-        PersonConsent.objects.filter(
-            person_id__in=list(people), audience=circle_audience(circle.pk), status=ConsentStatus.GRANTED
-        ).values_list("person_id", flat=True)
-    )
-    statuses = dict(
-        PersonConsent.objects.filter(
-            person_id__in=list(people), audience=circle_audience(circle.pk)
-        ).values_list("person_id", "status")
-    )
+    """Everyone in the memory (participants and who told it) not granted for the circle: the gate's answer."""
     return [
-        NotConsented(person=person, status=statuses.get(person.pk, ConsentStatus.PENDING))
-        for person in sorted(
-            people.values(), key=lambda person: (person.display_name.lower(), str(person.pk))
-        )
-        if person.pk not in granted
+        NotConsented(person=person, status=status)
+        for person, status in circle_consent_blockers(memory, circle.pk)
     ]
 
 

@@ -142,6 +142,14 @@ def agent_visible_memories(
     )
 
 
+def agent_visible_people(owner: AbstractBaseUser | int) -> QuerySet[Person]:
+    """Rule 2 for people: those an owner's agent may know of, who granted consent for agents.
+
+    Anyone else does not exist for an agent: not listed, not found by id or name.
+    """
+    return Person.objects.filter(owner_id=_owner_id(owner), consent_status=ConsentStatus.GRANTED)
+
+
 def memory_scope(
     owner: AbstractBaseUser | int, *, respect_consent: bool, may_read_sensitive: bool = False
 ) -> QuerySet[Memory]:
@@ -272,6 +280,36 @@ def _granted_for(audience: str, person_ref: str) -> Exists:
     return Exists(Person.objects.filter(Q(is_self=True) | Exists(consent), pk=OuterRef(person_ref)))
 
 
+def circle_consent_blockers(memory: Memory, circle_id: uuid.UUID | str) -> list[tuple[Person, str]]:
+    """Rule 3's consent part for one memory, as people: everyone in it (participants and who
+    told it) not granted for the circle, with their status, by name. Self counts as granted.
+
+    Sharing asks it before writing a share (refused, naming them, unless it is empty) and
+    the privacy audit to explain a "no"; what members see is still decided at read time by
+    circle_visible_memories, so a later revocation needs no clean-up.
+    """
+    from people.models import PersonConsent
+
+    people = {
+        person.pk: person
+        for person in Person.objects.filter(
+            Q(pk__in=memory.participants.values("person_id")) | Q(pk=memory.source_person_id), is_self=False
+        )
+    }
+    statuses = dict(
+        PersonConsent.objects.filter(
+            person_id__in=list(people), audience=circle_audience(circle_id)
+        ).values_list("person_id", "status")
+    )
+    return [
+        (person, statuses.get(person.pk, ConsentStatus.PENDING))
+        for person in sorted(
+            people.values(), key=lambda person: (person.display_name.lower(), str(person.pk))
+        )
+        if statuses.get(person.pk) != ConsentStatus.GRANTED
+    ]
+
+
 def circle_visible_memories(
     circle_id: uuid.UUID | str,
     viewer_ids: Iterable[int],
@@ -371,6 +409,25 @@ def circle_visible_memories(
         else:
             conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)
+
+
+def memories_a_decision_covers(person: Person, circle_id: uuid.UUID | str | None = None) -> QuerySet[Memory]:
+    """What a person's consent for one audience decides about: the owner's memories they are
+    in (as a participant or who told it) and, for a circle, those of them shared into it.
+
+    Counted for the linked person on My consents (a count, never a memory), so they know
+    what a grant or a revocation will open or close.
+    """
+    from circles.models import MemoryShare
+
+    involving = Memory.objects.filter(owner_id=person.owner_id).filter(
+        Q(participants__person=person) | Q(source_person=person)
+    )
+    if circle_id is not None:
+        involving = involving.filter(
+            Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
+        )
+    return involving.distinct()
 
 
 # --- 6. what is made from memories ------------------------------------------------------
