@@ -33,7 +33,7 @@ from memories.retrieval import (
     memory_search,
     memory_similar,
 )
-from memories.selectors import MemoryFilters
+from memories.selectors import MemoryFilters, memory_agent_visibility
 from people.models import Person
 from tests.factories import UserFactory
 from tests.memories.consent_oracle import (
@@ -230,6 +230,17 @@ def check_world(spec: dict, query: dict):
             shown = agent_visible_memories(owner, may_read_sensitive=cleared, whole_journal=whole_journal)
             assert {str(pk) for pk in shown.values_list("pk", flat=True)} == gated
             assert shown.count() == len(gated)
+
+    # The owner's badges ("Hidden from agents", and why) come from memory_agent_visibility,
+    # beside the gate: it says hidden exactly when the gate (without a clearance) hides it.
+    gated = set(world.visible(owner_key, respect_consent=True, now=now))
+    own = (
+        Memory.objects.filter(owner=owner)
+        .select_related("source_person")
+        .prefetch_related("participants__person")
+    )
+    for memory in own:
+        assert memory_agent_visibility(memory, now=now).hidden == (str(memory.pk) not in gated), memory.pk
 
     # The owner; an agent without the clearance for sensitive memories; one with it.
     for respect_consent, cleared in ((True, False), (False, False), (True, True)):
