@@ -118,7 +118,8 @@ async def search_memories(
 
     Returns only memories everyone in them has consented to share with agents. With
     `circle`: what this agent's owner may see in that circle, when it lets members'
-    agents read (each result names its owner).
+    agents read (each result names its owner) — memories everyone in them consented to
+    share with that circle, the owner's own only if they may also reach the owner's agents.
     """
     return await _call_tool(tools.search_memories, query=query, limit=limit, circle=circle)
 

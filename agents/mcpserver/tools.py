@@ -98,7 +98,8 @@ def _parse_day(value: str, *, name: str) -> date:
 
 
 def _memory_out(memory: Memory) -> dict[str, Any]:
-    # Only gated memories reach this: every person in them has consented, so naming them is allowed.
+    # Only gated memories reach this: every person in them has consented to the audience it is
+    # read through (the owner's agents; with `circle`, that circle too), so naming them is allowed.
     return {
         "id": str(memory.pk),
         "title": memory.title,
