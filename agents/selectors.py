@@ -112,18 +112,6 @@ def consent_request_get(*, owner: AbstractBaseUser, consent_request_id: object) 
     )
 
 
-def consent_request_get_for_linked_user(
-    *, user: AbstractBaseUser, consent_request_id: object
-) -> ConsentRequest:
-    """A request about a person (in someone else's journal) linked to `user`, or 404."""
-    return get_object_or_404(
-        ConsentRequest.objects.filter(person__linked_user=user, person__is_self=False)
-        .exclude(person__owner=user)
-        .select_related("person", "person__owner", "agent"),
-        pk=consent_request_id,
-    )
-
-
 def access_log_list(*, owner: AbstractBaseUser, memory: Memory, limit: int = 50) -> list[AccessLog]:
     """Who has been handed this memory, newest first."""
     return list(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -32,7 +32,7 @@ from agents.proposals import memory_proposal_from_chat, remember_request
 from agents.selectors import agent_get_by_name, person_mentions_withheld
 from memories.models import Memory, Sensitivity
 from memories.retrieval import RelevanceCutoff, memory_search, question_relevance
-from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
+from people.models import ConsentStatus, ConsentSurface, Person
 from people.services import person_is_linked, person_set_consent
 
 logger = logging.getLogger(__name__)
@@ -505,6 +505,8 @@ def consent_request_create(
 
 def _notify_linked_person(*, consent_request: ConsentRequest, owner: AbstractBaseUser) -> None:
     # Only what the person may know: whose agent asked, and that it is about them. No memory text.
+    # It stays with the request's creation: the person answers in linked/ (My consents,
+    # linked.services.consent_request_answer_by_person), which builds on agents, not the other way.
     from inbox.models import NotificationKind
     from inbox.services import notify
 
@@ -521,10 +523,11 @@ def _notify_linked_person(*, consent_request: ConsentRequest, owner: AbstractBas
 def _resolve(*, consent_request: ConsentRequest, actor: AbstractBaseUser, status: str) -> ConsentRequest:
     if actor.pk != consent_request.owner_id:
         raise ValidationError("Only the owner can answer a consent request.")
-    return _close(consent_request=consent_request, status=status)
+    return consent_request_close(consent_request=consent_request, status=status)
 
 
-def _close(*, consent_request: ConsentRequest, status: str) -> ConsentRequest:
+def consent_request_close(*, consent_request: ConsentRequest, status: str) -> ConsentRequest:
+    """Close a pending request (the owner's answer, or the linked person's in linked.services)."""
     locked = ConsentRequest.objects.select_for_update().get(pk=consent_request.pk)
     if locked.status != ConsentRequestStatus.PENDING:
         raise ValidationError(f"This request was already {locked.get_status_display().lower()}.")
@@ -554,35 +557,3 @@ def consent_request_approve(*, consent_request: ConsentRequest, actor: AbstractB
 @transaction.atomic
 def consent_request_dismiss(*, consent_request: ConsentRequest, actor: AbstractBaseUser) -> ConsentRequest:
     return _resolve(consent_request=consent_request, actor=actor, status=ConsentRequestStatus.DISMISSED)
-
-
-@transaction.atomic
-def consent_request_answer_by_person(
-    *,
-    consent_request: ConsentRequest,
-    user: AbstractBaseUser,
-    grant: bool,
-    reason: str = "",
-    surface: str = ConsentSurface.UI,
-) -> ConsentRequest:
-    """The linked person answers an agent's request about them: grant their consent for the owner's agents
-    (recorded as decided by the person themself) and close the request, or dismiss it.
-    """
-    person = consent_request.person
-    if not person_is_linked(person) or person.linked_user_id != user.pk:
-        raise PermissionDenied(
-            "Only the person it is about, signed in to their linked account, can answer this request."
-        )
-    status = ConsentRequestStatus.APPROVED if grant else ConsentRequestStatus.DISMISSED
-    _close(consent_request=consent_request, status=status)
-    if grant:
-        who = consent_request.agent.name if consent_request.agent is not None else "an agent"
-        person_set_consent(
-            person=person,
-            status=ConsentStatus.GRANTED,
-            actor=user,
-            surface=surface,
-            reason=reason.strip() or f"Granted after a request from {who}.",
-            actor_kind=ConsentActor.SELF,
-        )
-    return consent_request

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 
@@ -392,83 +392,3 @@ def consent_audience_labels(*, owner: AbstractBaseUser, audiences: list[str]) ->
         audience: "My agents" if audience == AGENTS_AUDIENCE else names.get(audience, "a former circle")
         for audience in audiences
     }
-
-
-# --- My consents: what a linked person decides, per journal and audience ----------------------
-
-
-@dataclass
-class LinkedAudience:
-    consent: AudienceConsent
-    memory_count: int  # how many of the owner's memories they are in, for this audience: a count only
-
-
-@dataclass
-class LinkedPerson:
-    person: Person
-    audiences: list[LinkedAudience]
-    pending_requests: list
-
-
-@dataclass
-class LinkedJournal:
-    owner: AbstractBaseUser
-    people: list[LinkedPerson]
-
-
-def linked_consents_for_user(*, user: AbstractBaseUser) -> list[LinkedJournal]:
-    """Every journal that links `user`, with each audience's consent and counts (never memory text).
-
-    Counts per audience: for `agents`, the owner's memories the person is in (as a
-    participant or who told it); for a circle, those of them shared into it.
-    """
-    from agents.models import ConsentRequest, ConsentRequestStatus
-    from memories.models import Memory
-
-    people = (
-        Person.objects.filter(linked_user=user, is_self=False)
-        .exclude(owner=user)
-        .select_related("owner")
-        .order_by("owner__username", "display_name", "pk")
-    )
-    journals: dict[int, LinkedJournal] = {}
-    for person in people:
-        involving = Memory.objects.filter(owner_id=person.owner_id).filter(
-            Q(participants__person=person) | Q(source_person=person)
-        )
-        audiences = []
-        for consent in person_audience_consents(person=person):
-            in_scope = involving
-            if consent.circle is not None:
-                in_scope = involving.filter(shares__circle=consent.circle)
-            audiences.append(LinkedAudience(consent=consent, memory_count=in_scope.distinct().count()))
-        requests = list(
-            ConsentRequest.objects.filter(person=person, status=ConsentRequestStatus.PENDING).select_related(
-                "agent"
-            )
-        )
-        journal = journals.setdefault(person.owner_id, LinkedJournal(owner=person.owner, people=[]))
-        journal.people.append(LinkedPerson(person=person, audiences=audiences, pending_requests=requests))
-    return list(journals.values())
-
-
-def linked_person_get(*, user: AbstractBaseUser, person_id: object) -> Person:
-    """A person (in someone else's journal) linked to `user`, or 404."""
-    try:
-        uuid.UUID(str(person_id))
-    except ValueError:
-        raise Http404("No such person.") from None
-    return get_object_or_404(
-        Person.objects.filter(linked_user=user, is_self=False).exclude(owner=user).select_related("owner"),
-        pk=person_id,
-    )
-
-
-def linked_person_audiences(*, person: Person) -> set[str]:
-    """The audiences a linked person may decide for: their owner's agents and the owner's circles."""
-    return {consent.audience for consent in person_audience_consents(person=person)}
-
-
-def linked_audience_label(*, consent: AudienceConsent, owner: AbstractBaseUser) -> str:
-    """An audience as the linked person reads it: "alice's agents", or the circle's name."""
-    return f"{owner.get_username()}'s agents" if consent.audience == AGENTS_AUDIENCE else consent.label

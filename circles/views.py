@@ -40,7 +40,7 @@ from people.services import person_set_consent
 
 # The person page's own context builder: a refused circle consent re-renders that
 # page exactly as people.views does, rather than a second copy that could drift.
-from people.views import _person_context as person_page_context
+from people.views import person_page_context
 
 PAGE_SIZE = 25
 SEARCH_LIMIT = 30

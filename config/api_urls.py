@@ -28,14 +28,11 @@ from circles.apis import (
     MemoryShareListApi,
     PersonAudienceConsentsApi,
 )
-from circles.linked_apis import MyConsentsApi, PersonLinkApi
 from memories.apis import MemoryDetailApi, MemoryListApi, MemorySearchApi, MemorySimilarApi
 from people.apis import (
-    LinkAcceptApi,
     PersonConsentApi,
     PersonConsentEventListApi,
     PersonDetailApi,
-    PersonLinkInviteApi,
     PersonListApi,
 )
 
@@ -81,12 +78,7 @@ v1_patterns = [
         PersonConsentEventListApi.as_view(),
         name="api-person-consent-events",
     ),
-    path(
-        "people/<uuid:person_id>/link-invite/", PersonLinkInviteApi.as_view(), name="api-person-link-invite"
-    ),
-    path("people/<uuid:person_id>/link/", PersonLinkApi.as_view(), name="api-person-link"),
-    path("links/<str:token>/accept/", LinkAcceptApi.as_view(), name="api-link-accept"),
-    path("me/consents/", MyConsentsApi.as_view(), name="api-my-consents"),
+    path("", include("linked.api_urls")),
     path(
         "people/<uuid:person_id>/consents/", PersonAudienceConsentsApi.as_view(), name="api-person-consents"
     ),

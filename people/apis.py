@@ -10,7 +10,6 @@ every edit of the owner's). Agent tokens never write or change consent.
 
 from __future__ import annotations
 
-from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.fields import empty
@@ -19,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
-from accounts.authentication import AgentTokensNotFound, AgentTokensReadOnly, OwnerOnly, request_agent
+from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from config.api_inputs import StrictCharField
 from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
@@ -33,12 +32,9 @@ from people.selectors import (
 )
 from people.services import (
     RELATIONSHIP_MAX_LENGTH,
-    LinkInvalid,
     PersonInUse,
     person_create,
     person_delete,
-    person_link_accept,
-    person_link_invite_create,
     person_set_consent,
     person_update,
 )
@@ -354,77 +350,3 @@ class PersonConsentEventListApi(APIView):
         person = person_get(owner=request.user, person_id=person_id)
         events = person_consent_events(person=person)
         return Response(ConsentEventOutputSerializer(events, many=True).data)
-
-
-# --- linking a person to their own account (SPEC §4 "Linked people") ----------------------------
-# Between people only: agent tokens get 404, as if these endpoints did not exist.
-LINK_PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
-
-
-@extend_schema(tags=["people"])
-class PersonLinkInviteApi(APIView):
-    permission_classes = LINK_PERMISSIONS
-
-    class OutputSerializer(serializers.Serializer):
-        id = serializers.UUIDField()
-        url = serializers.URLField(help_text="The link page to send to the person. Shown once.")
-        token = serializers.CharField(help_text="Shown once: only its hash is stored.")
-        expires_at = serializers.DateTimeField()
-
-        class Meta:
-            ref_name = "PersonLinkInvite"
-
-    @extend_schema(
-        operation_id="people_link_invite",
-        summary="Invite the person to link their own account (single use, 14 days); then they decide",
-        description="A new invitation replaces the person's open one: the old link stops working. "
-        "Refused (400) when the person is already linked, or is Self.",
-        request=None,
-        responses={
-            201: OutputSerializer,
-            400: VALIDATION_ERROR,
-            404: NOT_FOUND,
-        },
-    )
-    def post(self, request: Request, person_id) -> Response:
-        person = person_get(owner=request.user, person_id=person_id)
-        invite, token = person_link_invite_create(person=person, by=request.user)
-        url = request.build_absolute_uri(reverse("person_link", args=[token]))
-        data = {"id": invite.pk, "url": url, "token": token, "expires_at": invite.expires_at}
-        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)
-
-
-@extend_schema(tags=["people"])
-class LinkAcceptApi(APIView):
-    permission_classes = LINK_PERMISSIONS
-
-    class OutputSerializer(serializers.Serializer):
-        person = serializers.UUIDField(help_text="The linked person: use it with me/consents/.")
-        display_name = serializers.CharField(help_text="How the journal's owner names you.")
-        owner = serializers.CharField(help_text="The journal owner's username.")
-
-        class Meta:
-            ref_name = "PersonLinkAccepted"
-
-    @extend_schema(
-        operation_id="links_accept",
-        summary="Accept a link invitation: from now on you decide your own consent in that journal",
-        request=None,
-        responses={
-            201: OutputSerializer,
-            404: error_response(
-                "The link cannot be used: unknown, already used, withdrawn or replaced by a newer one, "
-                "expired, for a person already linked, or in your own journal — one answer for all, "
-                "naming nobody. Nothing changed. Agent tokens get a 404 too: linking is between people."
-            ),
-        },
-    )
-    def post(self, request: Request, token: str) -> Response:
-        try:
-            person = person_link_accept(token=token, user=request.user)
-        except LinkInvalid as refused:
-            # The same status and words whatever the reason (SPEC §4), as the link page's.
-            return Response({"detail": " ".join(refused.messages)}, status=status.HTTP_404_NOT_FOUND)
-        owner = person.owner.get_username()
-        data = {"person": person.pk, "display_name": person.display_name, "owner": owner}
-        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)

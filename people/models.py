@@ -219,7 +219,8 @@ class PersonLinkInvite(models.Model):
     Only the token's hash is stored; the link is shown once. Single use: accepting
     sets Person.linked_user and marks it used. A person has at most one open
     invitation (SPEC §4): a new one, linking, unlinking and the deletion of the
-    linked account withdraw the others (people.services).
+    linked account withdraw the others (linked.services). The table stays in people
+    (no migration moves it); everything that reads or writes it lives in linked/.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

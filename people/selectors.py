@@ -7,9 +7,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet
 from django.db.models.functions import Lower
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 
-from people.models import ConsentEvent, ConsentStatus, Person, PersonLinkInvite
+from people.models import ConsentEvent, ConsentStatus, Person
 
 
 def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -> QuerySet[Person]:
@@ -94,16 +93,3 @@ def person_consent_events(*, person: Person) -> QuerySet[ConsentEvent]:
 def person_name_taken(*, owner: AbstractBaseUser, display_name: str) -> bool:
     """Whether the owner already has someone by this name (case-insensitive)."""
     return Person.objects.filter(owner=owner, display_name__iexact=display_name.strip()).exists()
-
-
-def person_link_invites_open(*, person: Person) -> QuerySet[PersonLinkInvite]:
-    """The person's link invitations that still work (not used, withdrawn or expired), newest first."""
-    return person.link_invites.filter(used_at=None, revoked_at=None, expires_at__gt=timezone.now())
-
-
-def person_link_invite_get(
-    *, owner: AbstractBaseUser, person_id: object, invite_id: object
-) -> PersonLinkInvite:
-    """One of the owner's link invitations for their person, or 404."""
-    person = person_get(owner=owner, person_id=person_id)
-    return get_object_or_404(person.link_invites.select_related("person"), pk=invite_id)

@@ -13,15 +13,4 @@ urlpatterns = [
     path("<uuid:person_id>/photo/", views.person_photo, name="person_photo"),
     path("<uuid:person_id>/delete/", views.person_delete, name="person_delete"),
     path("<uuid:person_id>/consent/", views.person_consent, name="person_consent"),
-    path(
-        "<uuid:person_id>/link-invites/new/",
-        views.person_link_invite_create,
-        name="person_link_invite_create",
-    ),
-    path(
-        "<uuid:person_id>/link-invites/<uuid:invite_id>/withdraw/",
-        views.person_link_invite_revoke,
-        name="person_link_invite_revoke",
-    ),
-    path("<uuid:person_id>/unlink/", views.person_unlink, name="person_unlink"),
 ]

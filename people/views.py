@@ -2,16 +2,12 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from memories.selectors import MemoryFilters, memory_list
 from people import selectors, services
@@ -32,7 +28,8 @@ def _add_service_errors(form, error: ValidationError) -> None:
         form.add_error(None, error.messages)
 
 
-def _person_context(request: HttpRequest, person: Person, **extra) -> dict:
+def person_page_context(request: HttpRequest, person: Person, **extra) -> dict:
+    """The person page's context; linked.views renders the whole page with its link panel's words."""
     memories = memory_list(owner=request.user, filters=MemoryFilters(person=person))
     birthday = person.birthday
     today = timezone.localdate()
@@ -44,7 +41,6 @@ def _person_context(request: HttpRequest, person: Person, **extra) -> dict:
         "next_birthday_days": (next_birthday - today).days if next_birthday else None,
         "next_birthday_turns": birthday.age_on(next_birthday) if birthday else None,
         "is_linked": services.person_is_linked(person),
-        "link_invites": selectors.person_link_invites_open(person=person),
         "consent_form": ConsentForm(initial={"status": person.consent_status}),
         "consent_events": selectors.person_consent_events(person=person),
         "memories": memories[:PERSON_MEMORIES_SHOWN],
@@ -91,7 +87,7 @@ def person_create(request: HttpRequest) -> HttpResponse:
 def person_detail(request: HttpRequest, person_id) -> HttpResponse:
     person = selectors.person_get(owner=request.user, person_id=person_id)
     template = "people/person_detail.html" + ("#consent-panel" if request.htmx else "")
-    return render(request, template, _person_context(request, person))
+    return render(request, template, person_page_context(request, person))
 
 
 @login_required
@@ -116,7 +112,7 @@ def person_consent(request: HttpRequest, person_id) -> HttpResponse:
             if request.htmx:
                 # The panel swaps in place; the person's memories come along
                 # out of band so their hidden-from-agents badges stay true.
-                context = _person_context(request, person, consent_saved=event is not None, oob=True)
+                context = person_page_context(request, person, consent_saved=event is not None, oob=True)
                 return render(request, "people/person_detail.html#consent-panel", context)
             if event is None:
                 messages.info(
@@ -126,7 +122,7 @@ def person_consent(request: HttpRequest, person_id) -> HttpResponse:
                 messages.success(request, f"{person.display_name}'s consent is now {person.consent_status}.")
             return redirect("person_detail", person_id=person.pk)
     template = "people/person_detail.html" + ("#consent-panel" if request.htmx else "")
-    return render(request, template, _person_context(request, person, consent_form=form))
+    return render(request, template, person_page_context(request, person, consent_form=form))
 
 
 def _save_photo(request: HttpRequest, person: Person, photo_form: PersonPhotoForm) -> bool:
@@ -239,120 +235,3 @@ def person_delete(request: HttpRequest, person_id) -> HttpResponse:
     memory_count = memory_list(owner=request.user, filters=MemoryFilters(person=person)).count()
     template = "people/person_confirm_delete.html" + ("#confirm-delete" if request.htmx else "")
     return render(request, template, {"person": person, "memory_count": memory_count, "error": error})
-
-
-# --- linking a person to their own account (the owner's side) ------------------------------------
-
-
-def _link_url(request: HttpRequest, token: str) -> str:
-    return request.build_absolute_uri(reverse("person_link", args=[token]))
-
-
-def _link_panel(request: HttpRequest, person: Person, status: int = 200, **extra) -> HttpResponse:
-    template = "people/person_detail.html" + ("#link-panel" if request.htmx else "")
-    return render(request, template, _person_context(request, person, **extra), status=status)
-
-
-@never_cache  # the link is shown once; no cache may keep a copy of it
-@login_required
-@require_POST
-def person_link_invite_create(request: HttpRequest, person_id) -> HttpResponse:
-    """A link invitation for the person themself: the link is shown once, here."""
-    person = selectors.person_get(owner=request.user, person_id=person_id)
-    try:
-        invite, token = services.person_link_invite_create(person=person, by=request.user)
-    except ValidationError as refused:  # Self, or already linked
-        return _link_panel(request, person, link_error=" ".join(refused.messages))
-    # The new link replaced any open one (people.services.person_link_invite_create).
-    return _link_panel(request, person, new_link_invite=invite, new_link_url=_link_url(request, token))
-
-
-@login_required
-@require_POST
-def person_link_invite_revoke(request: HttpRequest, person_id, invite_id) -> HttpResponse:
-    invite = selectors.person_link_invite_get(owner=request.user, person_id=person_id, invite_id=invite_id)
-    services.person_link_invite_revoke(invite=invite, by=request.user)
-    message = "Link invitation withdrawn: it no longer works."
-    if request.htmx:
-        return _link_panel(request, invite.person, link_message=message)
-    messages.success(request, message)
-    return redirect(reverse("person_detail", args=[invite.person_id]) + "#link-panel")
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
-    """The owner unlinks (GET asks first): the person's last choices stay, and the owner decides again."""
-    person = selectors.person_get(owner=request.user, person_id=person_id)
-    if not services.person_is_linked(person):
-        messages.info(request, f"{person.display_name} is not linked to an account.")
-        return redirect("person_detail", person_id=person.pk)
-    if request.method == "POST":
-        services.person_unlink(person=person, by=request.user)
-        messages.success(
-            request, f"Unlinked {person.display_name}. Their last choices stay; you decide from now on."
-        )
-        url = reverse("person_detail", args=[person.pk])
-        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-    template = "people/person_confirm_unlink.html" + ("#confirm-unlink" if request.htmx else "")
-    return render(request, template, {"person": person})
-
-
-# --- the link page (the person themself) ----------------------------------------------------------
-
-
-def _link_refused(request: HttpRequest, refused: services.LinkInvalid) -> HttpResponse:
-    """One answer for every refused token, a 404 naming nobody (SPEC §4), as the API's."""
-    template = "people/link.html" + ("#link-card" if request.htmx else "")
-    return render(request, template, {"invalid": " ".join(refused.messages)}, status=404)
-
-
-def _link_check(request: HttpRequest, token: str):
-    """The invite, or the one response for a token that cannot be used here (and changes nothing):
-    unknown, used, withdrawn, replaced, expired, for a person already linked, or the
-    visitor's own journal all look alike, so a token tells its holder nothing about anyone."""
-    try:
-        if request.user.is_authenticated:
-            invite = services.person_link_invite_check_for_user(token=token, user=request.user)
-        else:
-            invite = services.person_link_invite_check(token=token)
-    except services.LinkInvalid as refused:
-        return None, _link_refused(request, refused)
-    return invite, None
-
-
-@never_cache
-@require_GET
-def person_link(request: HttpRequest, token: str) -> HttpResponse:
-    """Who invites you and what linking means, with Accept — or sign in / sign up first and come back."""
-    invite, refused = _link_check(request, token)
-    if refused is not None:
-        return refused
-    context = {
-        "invite": invite,
-        "inviter": invite.person.owner,
-        "link_path": reverse("person_link", args=[token]),
-        "accept_url": reverse("person_link_accept", args=[token]),
-    }
-    template = "people/link.html" + ("#link-card" if request.htmx else "")
-    return render(request, template, context)
-
-
-@never_cache
-@require_POST
-def person_link_accept(request: HttpRequest, token: str) -> HttpResponse:
-    if not request.user.is_authenticated:
-        return redirect_to_login(reverse("person_link", args=[token]))
-    _, refused = _link_check(request, token)
-    if refused is not None:
-        return refused
-    try:
-        person = services.person_link_accept(token=token, user=request.user)
-    except services.LinkInvalid as refused:  # used, replaced or linked a moment ago
-        return _link_refused(request, refused)
-    messages.success(
-        request,
-        f"Linked. You now decide who may see memories about you in {person.owner.get_username()}'s journal.",
-    )
-    url = reverse("my_consents") + f"#linked-{person.pk}"
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -59,6 +59,7 @@ from agents.models import Agent
 from circles.agent import circle_agent_update
 from circles.models import Circle
 from circles.services import circle_create, circle_update, memory_share
+from linked.services import linked_user_consents_revoke_all, linked_user_link_invites_withdraw
 from memories.classify import find_credentials
 from memories.models import Memory, MemoryEdge, MemoryGateChange
 from memories.services import ParticipantSpec, memory_create
@@ -74,12 +75,7 @@ from people.models import (
     PersonConsent,
     circle_audience,
 )
-from people.services import (
-    linked_user_consents_revoke_all,
-    linked_user_link_invites_withdraw,
-    person_create,
-    person_update,
-)
+from people.services import person_create, person_update
 from portability.models import ImportedItem, ImportJob, ImportOutcome, ImportStatus
 from portability.parsing import circle_audience_id, parse_datetime_value, parse_import
 

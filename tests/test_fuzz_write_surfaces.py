@@ -43,10 +43,11 @@ from accounts.models import TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from circles.services import circle_create, invite_create
+from linked.services import person_link_accept, person_link_invite_create
 from memories.models import EMBEDDING_DIMENSIONS
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
-from people.services import person_create, person_link_accept, person_link_invite_create, person_set_consent
+from people.services import person_create, person_set_consent
 from tests.agents.conftest import llm_stub  # noqa: F401  (the chat answers from the local stub LLM)
 
 PROJECT_APPS = {"accounts", "agents", "circles", "memories", "people", "portability", "inbox", "insights"}

@@ -20,16 +20,11 @@ from django.urls import reverse
 
 from accounts.services import access_token_create, user_signup
 from circles.models import Circle
-from circles.selectors import linked_consents_for_user
 from circles.services import circle_create
+from linked.selectors import linked_consents_for_user
+from linked.services import person_link_accept, person_link_invite_create
 from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person, PersonConsent
-from people.services import (
-    person_create,
-    person_delete,
-    person_link_accept,
-    person_link_invite_create,
-    person_set_consent,
-)
+from people.services import person_create, person_delete, person_set_consent
 from portability.models import ImportStatus
 from portability.selectors import export_json
 from tests.api.conftest import ApiClient

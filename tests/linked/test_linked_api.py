@@ -19,6 +19,7 @@ from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import consent_request_create
 from circles.services import circle_create, memory_share
+from linked.services import LINK_REFUSED, person_link_accept, person_link_invite_create
 from memories.services import ParticipantSpec, memory_create
 from people.models import (
     ConsentActor,
@@ -29,15 +30,9 @@ from people.models import (
     PersonLinkInvite,
     circle_audience,
 )
-from people.services import (
-    LINK_REFUSED,
-    person_create,
-    person_link_accept,
-    person_link_invite_create,
-    person_set_consent,
-)
+from people.services import person_create, person_set_consent
 from tests.api.conftest import ApiClient
-from tests.people.refused_links import NAMES, invites_state, links_state, refused_link_tokens
+from tests.linked.refused_links import NAMES, invites_state, links_state, refused_link_tokens
 
 pytestmark = pytest.mark.django_db
 

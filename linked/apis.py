@@ -1,5 +1,8 @@
-"""REST API for the people linked to their own accounts (SPEC §4 "Linked people", §6).
+"""REST API for linked people (SPEC §4 "Linked people", §6).
 
+- `people/{id}/link-invite/` POST: the owner invites their person to link their own
+  account (single use, 14 days, shown once; it replaces the person's open invitation).
+- `links/{token}/accept/` POST: accept; every refused token is one 404 naming nobody.
 - `people/{id}/link/` DELETE: either side unlinks — the journal's owner with their
   person's id, or the linked person with the id of the entry about them (found only
   through linked_person_get: anyone else's person is a 404).
@@ -8,13 +11,13 @@
   counts only, never a memory. POST `{person, audience, status, reason}`: decide, as
   the person themself.
 
-Between people only: agent tokens get 404 everywhere here. These live in circles
-because the audiences are the owner's circles (circles builds on people).
+Between people only: agent tokens get 404 everywhere here.
 """
 
 from __future__ import annotations
 
 from django.http import Http404
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -22,22 +25,97 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
-from circles.selectors import (
+from accounts.authentication import AgentTokensNotFound
+from config.api_inputs import StrictCharField
+from linked.selectors import (
     LinkedAudience,
     linked_audience_label,
     linked_consents_for_user,
     linked_person_audiences,
     linked_person_get,
 )
-from config.api_inputs import StrictCharField
-from people.apis import LINK_PERMISSIONS, ConsentEventOutputSerializer
+from linked.services import LinkInvalid, person_link_accept, person_link_invite_create, person_unlink
+from people.apis import NOT_FOUND as PERSON_NOT_FOUND
+from people.apis import ConsentEventOutputSerializer
 from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
 from people.selectors import person_get
-from people.services import person_is_linked, person_set_consent, person_unlink
+from people.services import person_is_linked, person_set_consent
+
+# Between people only: agent tokens get 404, as if these endpoints did not exist.
+LINK_PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
 
 NOT_FOUND = error_response(
     "Unknown, not yours and not linked to you, or an agent token: always the same answer."
 )
+
+
+@extend_schema(tags=["people"])
+class PersonLinkInviteApi(APIView):
+    permission_classes = LINK_PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        url = serializers.URLField(help_text="The link page to send to the person. Shown once.")
+        token = serializers.CharField(help_text="Shown once: only its hash is stored.")
+        expires_at = serializers.DateTimeField()
+
+        class Meta:
+            ref_name = "PersonLinkInvite"
+
+    @extend_schema(
+        operation_id="people_link_invite",
+        summary="Invite the person to link their own account (single use, 14 days); then they decide",
+        description="A new invitation replaces the person's open one: the old link stops working. "
+        "Refused (400) when the person is already linked, or is Self.",
+        request=None,
+        responses={
+            201: OutputSerializer,
+            400: VALIDATION_ERROR,
+            404: PERSON_NOT_FOUND,
+        },
+    )
+    def post(self, request: Request, person_id) -> Response:
+        person = person_get(owner=request.user, person_id=person_id)
+        invite, token = person_link_invite_create(person=person, by=request.user)
+        url = request.build_absolute_uri(reverse("person_link", args=[token]))
+        data = {"id": invite.pk, "url": url, "token": token, "expires_at": invite.expires_at}
+        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(tags=["people"])
+class LinkAcceptApi(APIView):
+    permission_classes = LINK_PERMISSIONS
+
+    class OutputSerializer(serializers.Serializer):
+        person = serializers.UUIDField(help_text="The linked person: use it with me/consents/.")
+        display_name = serializers.CharField(help_text="How the journal's owner names you.")
+        owner = serializers.CharField(help_text="The journal owner's username.")
+
+        class Meta:
+            ref_name = "PersonLinkAccepted"
+
+    @extend_schema(
+        operation_id="links_accept",
+        summary="Accept a link invitation: from now on you decide your own consent in that journal",
+        request=None,
+        responses={
+            201: OutputSerializer,
+            404: error_response(
+                "The link cannot be used: unknown, already used, withdrawn or replaced by a newer one, "
+                "expired, for a person already linked, or in your own journal — one answer for all, "
+                "naming nobody. Nothing changed. Agent tokens get a 404 too: linking is between people."
+            ),
+        },
+    )
+    def post(self, request: Request, token: str) -> Response:
+        try:
+            person = person_link_accept(token=token, user=request.user)
+        except LinkInvalid as refused:
+            # The same status and words whatever the reason (SPEC §4), as the link page's.
+            return Response({"detail": " ".join(refused.messages)}, status=status.HTTP_404_NOT_FOUND)
+        owner = person.owner.get_username()
+        data = {"person": person.pk, "display_name": person.display_name, "owner": owner}
+        return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)
 
 
 class LinkedAudienceSerializer(serializers.Serializer):

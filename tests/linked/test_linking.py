@@ -5,24 +5,22 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from circles.selectors import linked_consents_for_user
 from inbox.models import Notification
-from memories.retrieval import agent_visible_memories
-from memories.services import ParticipantSpec, memory_create
-from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person
-from people.selectors import person_link_invites_open
-from people.services import (
+from linked.selectors import linked_consents_for_user, person_link_invites_open
+from linked.services import (
     LINK_REFUSED,
     LinkInvalid,
     linked_user_consents_revoke_all,
-    person_create,
     person_link_accept,
     person_link_invite_create,
-    person_set_consent,
     person_unlink,
 )
+from memories.retrieval import agent_visible_memories
+from memories.services import ParticipantSpec, memory_create
+from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person
+from people.services import person_create, person_set_consent
 from portability.services import account_delete
-from tests.people.refused_links import (
+from tests.linked.refused_links import (
     NAMES,
     invites_state,
     leftover_invite,

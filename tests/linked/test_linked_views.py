@@ -18,6 +18,7 @@ from agents.models import Agent, ConsentRequest, ConsentRequestStatus
 from agents.services import consent_request_create
 from circles.services import circle_create, invite_accept, invite_create, memory_share
 from inbox.models import Notification, NotificationKind
+from linked.services import LINK_REFUSED, person_link_accept, person_link_invite_create
 from memories.services import ParticipantSpec, memory_create
 from people.models import (
     ConsentActor,
@@ -28,14 +29,8 @@ from people.models import (
     PersonLinkInvite,
     circle_audience,
 )
-from people.services import (
-    LINK_REFUSED,
-    person_create,
-    person_link_accept,
-    person_link_invite_create,
-    person_set_consent,
-)
-from tests.people.refused_links import NAMES, invites_state, links_state, refused_link_tokens
+from people.services import person_create, person_set_consent
+from tests.linked.refused_links import NAMES, invites_state, links_state, refused_link_tokens
 
 pytestmark = pytest.mark.django_db
 

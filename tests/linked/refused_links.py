@@ -17,15 +17,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from accounts.services import user_signup
-from people.models import ConsentActor, ConsentStatus, Person, PersonLinkInvite
-from people.services import (
-    person_create,
+from linked.services import (
     person_link_accept,
     person_link_invite_create,
     person_link_invite_revoke,
-    person_set_consent,
     person_unlink,
 )
+from people.models import ConsentActor, ConsentStatus, Person, PersonLinkInvite
+from people.services import person_create, person_set_consent
 from portability.services import account_delete
 
 # Everyone a refused token could name: the people in Alice's journal and the accounts involved.

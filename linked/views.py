@@ -1,43 +1,166 @@
-"""My consents (SPEC §4 "Linked people", §6): where a person linked to an entry in someone
-else's journal decides, audience by audience, who may see memories about them there.
+"""Linked people's pages (SPEC §4 "Linked people", §6), one URL per action.
+
+The owner's side, on the person page: invite (the link is shown once), withdraw, unlink.
+The person's side: the link page (`/links/<token>/`: who invites and what it means,
+Accept) and My consents (`/me/consents/`), where a person linked to an entry in someone
+else's journal decides, audience by audience, who may see memories about them there,
+answers the requests of that journal's agents, revokes everything, or unlinks.
 
 They see each journal's owner, each of its audiences (the owner's agents, each of the
 owner's circles by name), the status, reason, who changed it and when, and how many
 of the owner's memories they are in — counts only, never a memory. Every person and
-request is found through a getter that 404s unless it is linked to the caller.
+request is found through a getter that 404s unless it is the caller's own (the owner's
+side) or linked to the caller (My consents); every refused token is one 404 naming nobody.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agents.selectors import consent_request_get_for_linked_user
-from agents.services import consent_request_answer_by_person
-from circles.selectors import (
-    LinkedJournal,
-    LinkedPerson,
-    linked_audience_label,
-    linked_consents_for_user,
-    linked_person_audiences,
-    linked_person_get,
-)
+from linked import selectors, services
+from linked.templatetags.linked_tags import link_panel_context
 from people.forms import ConsentForm
 from people.models import ConsentActor, ConsentSurface, Person
-from people.services import linked_user_consents_revoke_all, person_set_consent, person_unlink
+from people.selectors import person_get
+from people.services import person_is_linked, person_set_consent
+from people.views import person_page_context
+
+# --- linking a person to their own account (the owner's side) ------------------------------------
+
+
+def _link_url(request: HttpRequest, token: str) -> str:
+    return request.build_absolute_uri(reverse("person_link", args=[token]))
+
+
+def _link_panel(request: HttpRequest, person: Person, **words) -> HttpResponse:
+    """htmx: the person page's link panel in place. Without JavaScript: the whole person page."""
+    if request.htmx:
+        return render(request, "linked/_link_panel.html", link_panel_context(person=person, **words))
+    return render(request, "people/person_detail.html", person_page_context(request, person, **words))
+
+
+@never_cache  # the link is shown once; no cache may keep a copy of it
+@login_required
+@require_POST
+def person_link_invite_create(request: HttpRequest, person_id) -> HttpResponse:
+    """A link invitation for the person themself: the link is shown once, here."""
+    person = person_get(owner=request.user, person_id=person_id)
+    try:
+        invite, token = services.person_link_invite_create(person=person, by=request.user)
+    except ValidationError as refused:  # Self, or already linked
+        return _link_panel(request, person, link_error=" ".join(refused.messages))
+    # The new link replaced any open one (services.person_link_invite_create).
+    return _link_panel(request, person, new_link_invite=invite, new_link_url=_link_url(request, token))
+
+
+@login_required
+@require_POST
+def person_link_invite_revoke(request: HttpRequest, person_id, invite_id) -> HttpResponse:
+    invite = selectors.person_link_invite_get(owner=request.user, person_id=person_id, invite_id=invite_id)
+    services.person_link_invite_revoke(invite=invite, by=request.user)
+    message = "Link invitation withdrawn: it no longer works."
+    if request.htmx:
+        return _link_panel(request, invite.person, link_message=message)
+    messages.success(request, message)
+    return redirect(reverse("person_detail", args=[invite.person_id]) + "#link-panel")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
+    """The owner unlinks (GET asks first): the person's last choices stay, and the owner decides again."""
+    person = person_get(owner=request.user, person_id=person_id)
+    if not person_is_linked(person):
+        messages.info(request, f"{person.display_name} is not linked to an account.")
+        return redirect("person_detail", person_id=person.pk)
+    if request.method == "POST":
+        services.person_unlink(person=person, by=request.user)
+        messages.success(
+            request, f"Unlinked {person.display_name}. Their last choices stay; you decide from now on."
+        )
+        url = reverse("person_detail", args=[person.pk])
+        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    template = "linked/person_confirm_unlink.html" + ("#confirm-unlink" if request.htmx else "")
+    return render(request, template, {"person": person})
+
+
+# --- the link page (the person themself) ----------------------------------------------------------
+
+
+def _link_refused(request: HttpRequest, refused: services.LinkInvalid) -> HttpResponse:
+    """One answer for every refused token, a 404 naming nobody (SPEC §4), as the API's."""
+    template = "linked/link.html" + ("#link-card" if request.htmx else "")
+    return render(request, template, {"invalid": " ".join(refused.messages)}, status=404)
+
+
+def _link_check(request: HttpRequest, token: str):
+    """The invite, or the one response for a token that cannot be used here (and changes nothing):
+    unknown, used, withdrawn, replaced, expired, for a person already linked, or the
+    visitor's own journal all look alike, so a token tells its holder nothing about anyone."""
+    try:
+        if request.user.is_authenticated:
+            invite = services.person_link_invite_check_for_user(token=token, user=request.user)
+        else:
+            invite = services.person_link_invite_check(token=token)
+    except services.LinkInvalid as refused:
+        return None, _link_refused(request, refused)
+    return invite, None
+
+
+@never_cache
+@require_GET
+def person_link(request: HttpRequest, token: str) -> HttpResponse:
+    """Who invites you and what linking means, with Accept — or sign in / sign up first and come back."""
+    invite, refused = _link_check(request, token)
+    if refused is not None:
+        return refused
+    context = {
+        "invite": invite,
+        "inviter": invite.person.owner,
+        "link_path": reverse("person_link", args=[token]),
+        "accept_url": reverse("person_link_accept", args=[token]),
+    }
+    template = "linked/link.html" + ("#link-card" if request.htmx else "")
+    return render(request, template, context)
+
+
+@never_cache
+@require_POST
+def person_link_accept(request: HttpRequest, token: str) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(reverse("person_link", args=[token]))
+    _, refused = _link_check(request, token)
+    if refused is not None:
+        return refused
+    try:
+        person = services.person_link_accept(token=token, user=request.user)
+    except services.LinkInvalid as refused:  # used, replaced or linked a moment ago
+        return _link_refused(request, refused)
+    messages.success(
+        request,
+        f"Linked. You now decide who may see memories about you in {person.owner.get_username()}'s journal.",
+    )
+    url = reverse("my_consents") + f"#linked-{person.pk}"
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+# --- My consents (the person themself) -----------------------------------------------------------
 
 REVOKE_ALL_REASON = "Revoked everything for this journal."
 MAX_BULK_REASON_LENGTH = 500
 
 
 def _entry_item(
-    entry: LinkedPerson,
+    entry: selectors.LinkedPerson,
     *,
     bound: ConsentForm | None = None,
     bound_audience: str = "",
@@ -56,7 +179,7 @@ def _entry_item(
         rows.append(
             {
                 "consent": consent,
-                "label": linked_audience_label(consent=consent, owner=owner),
+                "label": selectors.linked_audience_label(consent=consent, owner=owner),
                 "is_circle": consent.circle is not None,
                 "memory_count": linked.memory_count,
                 "decided_by": "you" if consent.updated_by == ConsentActor.SELF else owner.get_username(),
@@ -67,11 +190,11 @@ def _entry_item(
     return {"entry": entry, "owner": owner, "rows": rows, "message": message, "error": error}
 
 
-def _journals(request: HttpRequest) -> list[LinkedJournal]:
-    return linked_consents_for_user(user=request.user)
+def _journals(request: HttpRequest) -> list[selectors.LinkedJournal]:
+    return selectors.linked_consents_for_user(user=request.user)
 
 
-def _entry_for(request: HttpRequest, person: Person) -> LinkedPerson:
+def _entry_for(request: HttpRequest, person: Person) -> selectors.LinkedPerson:
     for journal in _journals(request):
         for entry in journal.people:
             if entry.person.pk == person.pk:
@@ -96,14 +219,14 @@ def _page_context(request: HttpRequest, replace: dict | None = None) -> dict:
 def _person_response(request: HttpRequest, item: dict) -> HttpResponse:
     """htmx: the person's block in place. Without JavaScript: the page, at that person."""
     if request.htmx:
-        return render(request, "consents/my_consents.html#linked-person", {"item": item})
-    return render(request, "consents/my_consents.html", _page_context(request, replace=item))
+        return render(request, "linked/my_consents.html#linked-person", {"item": item})
+    return render(request, "linked/my_consents.html", _page_context(request, replace=item))
 
 
 @login_required
 @require_GET
 def my_consents(request: HttpRequest) -> HttpResponse:
-    template = "consents/my_consents.html" + ("#my-consents" if request.htmx else "")
+    template = "linked/my_consents.html" + ("#my-consents" if request.htmx else "")
     return render(request, template, _page_context(request))
 
 
@@ -111,11 +234,11 @@ def my_consents(request: HttpRequest) -> HttpResponse:
 @require_POST
 def my_consent_set(request: HttpRequest, person_id) -> HttpResponse:
     """Grant, revoke or reset to pending one audience, as the person themself, with an optional reason."""
-    person = linked_person_get(user=request.user, person_id=person_id)
+    person = selectors.linked_person_get(user=request.user, person_id=person_id)
     audience = request.POST.get("audience", "")
     form = ConsentForm(request.POST)
     error = ""
-    if audience not in linked_person_audiences(person=person):
+    if audience not in selectors.linked_person_audiences(person=person):
         error = (
             f"{person.owner.get_username()}'s journal has no such audience (a circle may have been deleted)."
         )
@@ -137,7 +260,7 @@ def my_consent_set(request: HttpRequest, person_id) -> HttpResponse:
         else:
             entry = _entry_for(request, person)
             label = next(
-                linked_audience_label(consent=linked.consent, owner=person.owner)
+                selectors.linked_audience_label(consent=linked.consent, owner=person.owner)
                 for linked in entry.audiences
                 if linked.consent.audience == audience
             )
@@ -160,13 +283,15 @@ def my_consent_set(request: HttpRequest, person_id) -> HttpResponse:
 
 
 def _answer(request: HttpRequest, consent_request_id, *, grant: bool) -> HttpResponse:
-    consent_request = consent_request_get_for_linked_user(
+    consent_request = selectors.consent_request_get_for_linked_user(
         user=request.user, consent_request_id=consent_request_id
     )
     person = consent_request.person
     error = message = ""
     try:
-        consent_request_answer_by_person(consent_request=consent_request, user=request.user, grant=grant)
+        services.consent_request_answer_by_person(
+            consent_request=consent_request, user=request.user, grant=grant
+        )
     except ValidationError as refused:  # already answered
         error = " ".join(refused.messages)
     else:
@@ -212,7 +337,7 @@ def my_consents_revoke_all(request: HttpRequest, owner_id: int) -> HttpResponse:
     owner = journal.owner.get_username()
     reason = " ".join(request.POST.get("reason", "").split())[:MAX_BULK_REASON_LENGTH]
     if request.method == "POST":
-        changed = linked_user_consents_revoke_all(
+        changed = services.linked_user_consents_revoke_all(
             user=request.user, reason=reason or REVOKE_ALL_REASON, owner_id=journal.owner.pk
         )
         messages.success(
@@ -221,7 +346,7 @@ def my_consents_revoke_all(request: HttpRequest, owner_id: int) -> HttpResponse:
             "memories about you are hidden from their agents and their circles.",
         )
         return _done(request, reverse("my_consents"))
-    template = "consents/confirm_revoke_all.html" + ("#confirm" if request.htmx else "")
+    template = "linked/confirm_revoke_all.html" + ("#confirm" if request.htmx else "")
     return render(request, template, {"journal": journal, "owner": owner})
 
 
@@ -229,14 +354,14 @@ def my_consents_revoke_all(request: HttpRequest, owner_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def my_unlink(request: HttpRequest, person_id) -> HttpResponse:
     """Unlink me from an entry in someone's journal (GET asks first): my last choices stay."""
-    person = linked_person_get(user=request.user, person_id=person_id)
+    person = selectors.linked_person_get(user=request.user, person_id=person_id)
     if request.method == "POST":
-        person_unlink(person=person, by=request.user)
+        services.person_unlink(person=person, by=request.user)
         messages.success(
             request,
             f"Unlinked from {person.owner.get_username()}'s journal. Your last choices stay; "
             "they decide from now on.",
         )
         return _done(request, reverse("my_consents"))
-    template = "consents/confirm_unlink.html" + ("#confirm" if request.htmx else "")
+    template = "linked/confirm_unlink.html" + ("#confirm" if request.htmx else "")
     return render(request, template, {"person": person, "owner": person.owner.get_username()})
