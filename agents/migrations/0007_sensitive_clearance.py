@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agents', '0006_access_log_doctor_merge'),
+        ("agents", "0006_access_log_doctor_merge"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='agent',
-            name='may_read_sensitive',
+            model_name="agent",
+            name="may_read_sensitive",
             field=models.BooleanField(default=False),
         ),
     ]
