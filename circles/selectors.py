@@ -18,8 +18,9 @@ from django.shortcuts import get_object_or_404
 from agents.models import Agent
 from circles.models import Circle, CircleInvite, CircleMembership, JoinRequest, JoinRequestStatus, MemoryShare
 from circles.services import NotConsented, share_blockers
+from memories.gate import agent_visible_memories, circle_visible_memories
 from memories.models import Memory, ParticipantRole, Sensitivity
-from memories.retrieval import agent_visible_memories, circle_memory_timeline, circle_visible_memories
+from memories.retrieval import circle_memory_timeline
 from memories.selectors import memory_agent_visibility
 from people.models import (
     AGENTS_AUDIENCE,

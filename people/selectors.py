@@ -8,7 +8,7 @@ from django.db.models import Count, QuerySet
 from django.db.models.functions import Lower
 from django.shortcuts import get_object_or_404
 
-from people.models import ConsentEvent, ConsentStatus, Person
+from people.models import ConsentEvent, Person
 
 
 def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -> QuerySet[Person]:
@@ -78,7 +78,9 @@ def person_list_for_agents(*, owner: AbstractBaseUser) -> QuerySet[Person]:
     Anyone else does not exist for an agent: not listed, not found by id or name,
     and answered exactly like an id or a name that nobody has.
     """
-    return Person.objects.filter(owner=owner, consent_status=ConsentStatus.GRANTED)
+    from memories.gate import agent_visible_people
+
+    return agent_visible_people(owner)
 
 
 def person_get_for_agents(*, owner: AbstractBaseUser, person_id: object) -> Person:

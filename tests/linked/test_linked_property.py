@@ -46,8 +46,8 @@ from circles.models import Circle, CircleMembership, MembershipRole
 from circles.services import circle_create, memory_share
 from linked.services import person_link_accept, person_link_invite_create
 from linked.services import person_unlink as unlink_service
+from memories.gate import agent_visible_memories, circle_visible_memories
 from memories.models import Memory
-from memories.retrieval import agent_visible_memories, circle_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentActor, ConsentEvent, Person, PersonConsent
 from people.services import person_create, person_set_consent

@@ -15,7 +15,7 @@ from linked.services import (
     person_link_invite_create,
     person_unlink,
 )
-from memories.retrieval import agent_visible_memories
+from memories.gate import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person
 from people.services import person_create, person_set_consent

@@ -21,8 +21,9 @@ import pytest
 from django.db import connection
 
 from memories import gate_index, retrieval, tasks
+from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryGate
-from memories.retrieval import agent_visible_memories, memory_search
+from memories.retrieval import memory_search
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_set_consent
