@@ -146,6 +146,7 @@ def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
     invite.used_at, invite.used_by = now, user
     invite.save(update_fields=["used_at", "used_by"])
     _link_invites_withdraw(people=[person])
+    _others_decisions_become_the_owners(person=person, user=user)
     person.linked_user = user
     from inbox.models import NotificationKind
     from inbox.services import notify
@@ -157,6 +158,25 @@ def person_link_accept(*, token: str, user: AbstractBaseUser) -> Person:
         url=f"/people/{person.pk}/",
     )
     return person
+
+
+def _others_decisions_become_the_owners(*, person: Person, user: AbstractBaseUser) -> None:
+    """Choices an earlier linked account made for this person are not `user`'s: they stay in
+    force, credited to the journal's owner (who was in charge since that unlink), so nobody
+    is shown "by you" for a decision someone else made. The history keeps who made them."""
+    from people.models import ConsentActor, ConsentEvent, PersonConsent
+
+    for consent in PersonConsent.objects.filter(person=person, updated_by=ConsentActor.SELF):
+        last_own = (
+            ConsentEvent.objects.filter(
+                person=person, audience=consent.audience, actor_kind=ConsentActor.SELF
+            )
+            .order_by("-created_at", "-pk")
+            .values_list("actor_id", flat=True)
+            .first()
+        )
+        if last_own != user.pk:
+            PersonConsent.objects.filter(pk=consent.pk).update(updated_by=ConsentActor.OWNER)
 
 
 @transaction.atomic

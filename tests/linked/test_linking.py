@@ -17,7 +17,7 @@ from linked.services import (
 )
 from memories.gate import agent_visible_memories
 from memories.services import ParticipantSpec, memory_create
-from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person
+from people.models import ConsentActor, ConsentEvent, ConsentStatus, Person, PersonConsent
 from people.services import person_create, person_set_consent
 from portability.services import account_delete
 from tests.linked.refused_links import (
@@ -218,3 +218,36 @@ def test_a_stale_copy_of_the_person_does_not_let_the_owner_grant(alice, bob):
         person_set_consent(person=stale, status=ConsentStatus.GRANTED, actor=alice)
     person.refresh_from_db()
     assert person.consent_status == ConsentStatus.PENDING
+
+
+def test_another_account_linking_later_is_never_shown_an_earlier_persons_choice_as_its_own(
+    alice, bob, mallory, linked_bob
+):
+    person_set_consent(
+        person=linked_bob,
+        status=ConsentStatus.GRANTED,
+        actor=bob,
+        actor_kind=ConsentActor.SELF,
+        reason="fine by me",
+    )
+    person_unlink(person=linked_bob, by=bob)
+    _, token = person_link_invite_create(person=linked_bob, by=alice)
+    person_link_accept(token=token, user=mallory)
+    consent = PersonConsent.objects.get(person=linked_bob, audience="agents")
+    # Bob's choice stays in force, now as the owner's, and the history still says Bob made it.
+    assert consent.status == ConsentStatus.GRANTED and consent.updated_by == ConsentActor.OWNER
+    assert ConsentEvent.objects.filter(person=linked_bob, actor=bob, actor_kind=ConsentActor.SELF).exists()
+
+    # Bob linking again later keeps what is his: his own choice is "by you" for him.
+    person_unlink(person=linked_bob, by=alice)
+    person_set_consent(person=linked_bob, status=ConsentStatus.REVOKED, actor=alice)
+    _, token = person_link_invite_create(person=linked_bob, by=alice)
+    person_link_accept(token=token, user=bob)
+    person_set_consent(
+        person=linked_bob, status=ConsentStatus.GRANTED, actor=bob, actor_kind=ConsentActor.SELF
+    )
+    person_unlink(person=linked_bob, by=bob)
+    _, token = person_link_invite_create(person=linked_bob, by=alice)
+    person_link_accept(token=token, user=bob)
+    consent.refresh_from_db()
+    assert consent.updated_by == ConsentActor.SELF
