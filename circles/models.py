@@ -184,7 +184,7 @@ class MemoryShare(models.Model):
                 name="memory_share_blocked_owner_idx",
             ),
             # A circle's open shares with their vectors, read index-only: what an exact circle
-            # search ranks (retrieval._ranked_shares), without reading its other shares.
+            # search ranks (memories/search/circles.py: _ranked_shares), without reading its other shares.
             models.Index(
                 fields=["circle"],
                 include=["memory", "embedding"],

@@ -2,7 +2,7 @@
 
 For the few statements on a hot path whose ORM form cost more Python to build
 (compile the query, resolve select_related) than PostgreSQL took to run: the
-search's loading of its results (memories.retrieval._load) and the token
+search's loading of its results (memories.search.fusion._load) and the token
 lookup of every API request (accounts.services). Each field's database
 converters are applied as the ORM applies them; tests compare the instances
 with the ORM's.

@@ -109,12 +109,12 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
 # restarts, the next request reconnects instead of failing on a dead socket.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A hybrid search runs its full-text side on a second connection, in a helper thread of
-# the process, while the vector side runs on the request's own (memories/retrieval.py,
+# the process, while the vector side runs on the request's own (memories/search/statements.py,
 # _SideRunner): on a machine with cores to spare the two statements take the time of the
 # slower one. Off (or on one core) both run one after the other.
 SEARCH_SIDES_IN_PARALLEL = env.bool("KEEPSAKE_SEARCH_PARALLEL", default=(os.cpu_count() or 1) > 1)
 # A search's transaction sends its BEGIN, settings and COMMIT with its statements (psycopg's
-# pipeline mode; memories/retrieval.py, _SearchSettings): two round trips on the request's
+# pipeline mode; memories/search/statements.py, _SearchSettings): two round trips on the request's
 # connection for an agent's hybrid search instead of five. Also off with
 # DATABASE_PREPARED_STATEMENTS=false (behind a pooler).
 SEARCH_PIPELINE = env.bool("KEEPSAKE_SEARCH_PIPELINE", default=True)
@@ -123,8 +123,8 @@ SEARCH_PIPELINE = env.bool("KEEPSAKE_SEARCH_PIPELINE", default=True)
 # this many rows per process (~1.5 KB each), all owners together; 0 keeps none.
 SEARCH_OPEN_VECTORS_ROWS = env.int("KEEPSAKE_SEARCH_OPEN_VECTORS_ROWS", default=60_000)
 DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default="test_keepsake")}
-# The retrieval module asks PostgreSQL to plan a few statements once per connection
-# (memories/retrieval.py, _prepared): loading search results through a circle's gate
+# The search engine asks PostgreSQL to plan a few statements once per connection
+# (memories/search/statements.py, _fetch_prepared): loading search results through a circle's gate
 # was planned anew every search, ~1.1 ms. psycopg prepares only when a statement asks
 # (Django's own cursors never do): the threshold is that "never by count". Off behind a
 # pooler in transaction mode (PgBouncer before 1.21), where a prepared statement does not
@@ -396,7 +396,7 @@ MEMORY_KIND_LLM = env.bool("MEMORY_KIND_LLM", default=False)
 # How many consent-gated memories one chat turn hands to the agent.
 AGENT_CHAT_MEMORY_LIMIT = env.int("AGENT_CHAT_MEMORY_LIMIT", default=8)
 
-# --- Relevance cut-off (memories/retrieval.py RelevanceCutoff) ------------------
+# --- Relevance cut-off (memories/search/fusion.py RelevanceCutoff) ------------------
 # Search and agents return only memories relevant to the query, so "nothing matches"
 # can be the answer. Cosine similarities of all-MiniLM-L6-v2 (query to memory);
 # calibrated with `python manage.py bench_relevance` on benchmarks/data/relevance_set.json.

@@ -6,7 +6,7 @@ into memory_gate_open_hnsw (one per memory, nearly all of a grant's time before)
 gate_rows_index_opened, run by the task memories.index_opened_gates, then sets
 `indexed` on them in small batches; each update is that row's insert into the
 index. Until then the agents' search finds the rows exactly, through
-memory_gate_unindexed_idx (retrieval._unindexed_open_neighbours).
+memory_gate_unindexed_idx (search.knn_open._unindexed_open_neighbours).
 
 Nothing here decides what anyone may see: `indexed` only chooses the index a row
 is found through, and the NOT EXISTS gate filters every agent result.

@@ -310,7 +310,7 @@ class MemoryText(models.Model):
     blocked). A hint like the count it copies: the gate still decides.
 
     Why a copy: the full-text side reads every memory a query matches, up to
-    retrieval.TEXT_CANDIDATES_MAX of them, and a memory row carries its 384-float
+    search.settings.TEXT_CANDIDATES_MAX of them, and a memory row carries its 384-float
     embedding in line (~2 KB), so reading 3,000 matches meant ~1,300 pages; these
     rows are ~400 bytes (a common word's 3,000 matches: p95 13.5 → 7.9 ms at 100k).
 

@@ -1,7 +1,7 @@
 """Copies of owners' open vectors kept in the process: where the sparse agents' search takes its candidates.
 
 An agent's search over an owner most of whose journal is gated (few open memories
-beside many gated ones: retrieval._sparse_in_own_journal) is exact: every open
+beside many gated ones: search.hints._sparse_in_own_journal) is exact: every open
 row's half-precision copy ranked against the query, the nearest 4 per result
 asked passed through the gate at full precision. Ranking ~10,000 copies in
 PostgreSQL reads each one from the index (an index-only scan, ~0.4-0.6 µs per
@@ -9,7 +9,7 @@ row): most of the search. A process that searches that owner keeps the open
 memories' vectors as one matrix (full precision, float32: ~15 MB per 10,000)
 and ranks them itself (~0.3 ms), then hands the nearest ids to the same gated
 statement; ranked as that statement ranks them, a few more than asked are
-enough (retrieval._kept_open_neighbours).
+enough (search.knn_open._kept_open_neighbours).
 
 This is a candidate source, never the gate. The ids it gives are only ever
 ranked through `visible` (the compiled gate and filters) in SQL, so a copy that
@@ -28,7 +28,7 @@ per 10,000 rows, up to a second at MAX_ROWS): it ranks in SQL and the copy is
 read on a thread of the process's own, on a connection of its own (_Reader);
 the searches after it use the copy once it is there.
 
-Only in the search's own transaction (retrieval._search_transaction, outermost):
+Only in the search's own transaction (search.statements._search_transaction, outermost):
 in a caller's transaction that has written, the caller's own uncommitted changes
 would count as seen by a snapshot read before them.
 

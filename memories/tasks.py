@@ -212,7 +212,7 @@ def queue_gate_indexing(owner_id: int | None) -> None:
     """After commit, put the gate rows this transaction opened into the agents' index (bulk queue).
 
     A lost publish only delays the index: the beat runs the task too, and until
-    it has, searches find those rows exactly (retrieval._unindexed_open_neighbours).
+    it has, searches find those rows exactly (search.knn_open._unindexed_open_neighbours).
     """
     transaction.on_commit(
         lambda: enqueue(index_opened_gates, owner_id, queue=settings.MEMORY_EMBEDDINGS_BULK_QUEUE)

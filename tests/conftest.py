@@ -81,7 +81,7 @@ def _test_database_released(django_db_setup, django_db_blocker):
 
     A search outside any transaction (transactional tests, the browser tests' live
     server) runs its full-text side on a helper thread's own connection
-    (memories.retrieval._SideRunner): closed here; copies of open vectors are read on
+    (memories.search.statements._SideRunner): closed here; copies of open vectors are read on
     another thread's (memories.open_vectors._Reader): waited for. Any other session still on the
     test database (a process a test started and did not stop) would make the drop
     fail; it is named in a warning, so it can be found, and ended. Set up after the
@@ -92,9 +92,10 @@ def _test_database_released(django_db_setup, django_db_blocker):
 
     from django.db import DatabaseError, connection
 
-    from memories import open_vectors, retrieval
+    from memories import open_vectors
+    from memories.search import statements
 
-    retrieval._SIDE_RUNNER.close()
+    statements._SIDE_RUNNER.close()
     open_vectors.settle()  # its reader closes its connection after each read
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
@@ -139,19 +140,19 @@ def unbounded_index_scans():
 @pytest.fixture
 def text_side_threads(monkeypatch) -> list[str]:
     """The name of the thread each hybrid search's full-text side ran in, in order: the
-    caller's, or the search helper's ("keepsake-search-side…", memories.retrieval._SideRunner)."""
+    caller's, or the search helper's ("keepsake-search-side…", memories.search.statements._SideRunner)."""
     import threading
 
-    from memories import retrieval
+    from memories.search import fulltext
 
     threads: list[str] = []
-    original = retrieval._text_matches
+    original = fulltext._text_matches
 
     def recorded(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(retrieval, "_text_matches", recorded)
+    monkeypatch.setattr(fulltext, "_text_matches", recorded)
     return threads
 
 
@@ -161,20 +162,21 @@ def kept_open_vectors(monkeypatch) -> list[tuple[int, bool]]:
     (memories/open_vectors.py) however few the owner has, read again whenever it is stale, by
     the search that finds none (a server reads it on its reader thread meanwhile: tests of that
     in test_open_vectors.py); each try recorded in order as (owner id, whether the copy answered)."""
-    from memories import open_vectors, retrieval
+    from memories import open_vectors
+    from memories.search import knn_open
 
     monkeypatch.setattr(open_vectors, "MIN_ROWS", 0)
     monkeypatch.setattr(open_vectors, "RELOAD_AFTER_SECONDS", 0.0)
     monkeypatch.setattr(open_vectors, "READ_IN_BACKGROUND", False)
     tries: list[tuple[int, bool]] = []
-    original = retrieval._kept_open_neighbours
+    original = knn_open._kept_open_neighbours
 
     def recorded(*args, **kwargs):
         rows = original(*args, **kwargs)
         tries.append((kwargs["owner_id"], rows is not None))
         return rows
 
-    monkeypatch.setattr(retrieval, "_kept_open_neighbours", recorded)
+    monkeypatch.setattr(knn_open, "_kept_open_neighbours", recorded)
     return tries
 
 

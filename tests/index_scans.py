@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from unittest import mock
 
-from memories import retrieval
+from memories.search import settings as search_settings
 
 UNBOUNDED = {
     "ANN_MAX_SCAN_TUPLES": 1_000_000,
@@ -29,7 +29,7 @@ UNBOUNDED = {
 def unbounded_index_scans() -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         for name, value in UNBOUNDED.items():
-            stack.enter_context(mock.patch.object(retrieval, name, value))
+            stack.enter_context(mock.patch.object(search_settings, name, value))
         yield
 
 

@@ -29,8 +29,8 @@ QUERY_CALLS = {"filter", "exclude", "get", "Q", "get_object_or_404"}
 
 # (module, keyword pattern) -> why it is not a visibility decision.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("memories/retrieval.py", r"shares__"): "the engine narrows circle candidates by the shares' maintained "
-    "counts (hints that may only narrow); the gate's SQL decides every row it returns",
+    ("memories/search/circles.py", r"shares__"): "the engine narrows circle candidates by the shares' "
+    "maintained counts (hints that may only narrow); the gate's SQL decides every row it returns",
     ("memories/models.py", r"blocked_count|agents_open"): "partial indexes' conditions, not reads",
     ("circles/models.py", r"blocked_count"): "partial indexes' conditions, not reads",
     ("people/models.py", r"consent_status"): "a check constraint on the column, not a read",

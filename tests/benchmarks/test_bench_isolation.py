@@ -18,6 +18,7 @@ from django.db import connection, connections
 
 from benchmarks.management.commands.bench_isolation import _Database
 from memories import retrieval
+from memories.search import hints
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,22 +28,22 @@ def test_a_database_side_has_its_own_connection_and_its_own_hints():
     side = _Database(name)
     try:
         ours = connections["default"]
-        retrieval._OPEN_COUNTS[-1] = (0.0, 7)
+        hints._OPEN_COUNTS[-1] = (0.0, 7)
         with side.active():
             assert connections["default"] is side.connection and side.connection is not ours
-            assert -1 not in retrieval._OPEN_COUNTS  # this side's hints, empty so far
-            retrieval._OPEN_COUNTS[-2] = (0.0, 9)
+            assert -1 not in hints._OPEN_COUNTS  # this side's hints, empty so far
+            hints._OPEN_COUNTS[-2] = (0.0, 9)
             with connection.cursor() as cursor:
                 cursor.execute("SELECT current_database(), pg_backend_pid()")
                 database, pid = cursor.fetchone()
         assert database == name
         assert connections["default"] is ours
-        assert retrieval._OPEN_COUNTS == {-1: (0.0, 7)}
+        assert hints._OPEN_COUNTS == {-1: (0.0, 7)}
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_backend_pid()")
             assert cursor.fetchone()[0] != pid
         with side.active():
-            assert retrieval._OPEN_COUNTS == {-2: (0.0, 9)}
+            assert hints._OPEN_COUNTS == {-2: (0.0, 9)}
     finally:
         side.connection.close()
         retrieval.forget_hints()

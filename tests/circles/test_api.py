@@ -462,7 +462,7 @@ def test_memories_page_and_bounds(world, bob_api):
 
 def test_search_finds_only_what_the_member_may_see(world, bob_api, monkeypatch):
     # Full text only: the embedding model is an enrichment search works without.
-    monkeypatch.setattr("memories.retrieval._embed_query", lambda query: None)
+    monkeypatch.setattr("memories.search.hybrid._embed_query", lambda query: None)
     url = circle_url(world.circle, "memories/")
 
     plums = bob_api.get(url, {"q": "plums"}).json()

@@ -57,6 +57,7 @@ from memories import retrieval
 from memories.gate import circle_visible_memories
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
 from memories.retrieval import circle_memory_search
+from memories.search import settings as search_settings
 from people.models import Person, PersonConsent
 from people.services import person_set_consent
 from tests.api.conftest import ApiClient
@@ -797,8 +798,8 @@ def vector_path(path: str) -> contextlib.AbstractContextManager:
     if path == "exact":
         return contextlib.nullcontext()
     stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.object(retrieval, "CIRCLE_EXACT_CANDIDATES_MAX", 0))
-    stack.enter_context(mock.patch.object(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0))
+    stack.enter_context(mock.patch.object(search_settings, "CIRCLE_EXACT_CANDIDATES_MAX", 0))
+    stack.enter_context(mock.patch.object(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0))
     # Dead index entries of earlier tests and examples must not end the scan (tests/index_scans.py).
     stack.enter_context(unbounded_index_scans())
     return stack
@@ -824,7 +825,7 @@ def test_circle_surfaces_with_the_full_text_side_on_the_search_helper_agree_with
 ):
     """The same checks with each circle search's full-text side on the search helper's own connection.
 
-    The helper (retrieval._SideRunner) reads only what is committed: each world is
+    The helper (memories.search.statements._SideRunner) reads only what is committed: each world is
     committed, checked (its changes committed one by one) and deleted.
     """
     from django.contrib.auth import get_user_model

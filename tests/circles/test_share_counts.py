@@ -195,7 +195,7 @@ def test_the_timeline_walks_shares_newest_first(alice, bob, family):
 def test_compiled_circle_gate_is_what_the_orm_compiles(alice, bob, family, mallory, for_agent, several):
     # The circle's gate is compiled once per shape with placeholders; for every circle
     # and set of viewers it must be exactly the statement the ORM compiles.
-    from memories import retrieval
+    from memories import gate
 
     other = circle_create(owner=mallory, name="Other", description="")
     shape = {"for_agent": for_agent, "read_by_several": several}
@@ -203,9 +203,9 @@ def test_compiled_circle_gate_is_what_the_orm_compiles(alice, bob, family, mallo
     for circle, viewers in cases:
         fresh = circle_visible_memories(circle.pk, viewers, **shape)
         sql, params = fresh.order_by().values_list("pk", "embedding").query.sql_with_params()
-        compiled = retrieval._compiled_circle_scope(circle.pk, viewers, **shape)
+        compiled = gate._compiled_circle_scope(circle.pk, viewers, **shape)
         assert compiled == (sql, list(params))
-        assert not any(retrieval._mentions_placeholder(param) for param in compiled[1])
+        assert not any(gate._mentions_placeholder(param) for param in compiled[1])
 
 
 def test_circle_text_search_reads_only_shares_that_can_pass_and_doctor_repairs_the_copy(alice, bob, family):
@@ -260,10 +260,12 @@ def test_the_owners_own_blocked_shares_are_ranked_exactly_beside_the_index(alice
     # the viewers' own blocked shares (the owner always sees their own) exactly beside it,
     # in SQL: the nearest few by the shares' copies through the gate, all of them when the
     # gate leaves too few. Bob, a member, sees none of them; Alice sees them nearest first.
-    from memories import retrieval
+    from memories import gate
+    from memories.search import circles
+    from memories.search import settings as search_settings
 
-    monkeypatch.setattr(retrieval, "CIRCLE_EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    monkeypatch.setattr(search_settings, "CIRCLE_EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_OVERFETCH", 1)
     carol = person_create(owner=alice, display_name="Carol")  # pending for Family
     made = []
     for seed in (1, 2, 3):
@@ -285,10 +287,10 @@ def test_the_owners_own_blocked_shares_are_ranked_exactly_beside_the_index(alice
         with transaction.atomic():
             return [
                 memory_id
-                for memory_id, _ in retrieval._circle_neighbours(
+                for memory_id, _ in circles._circle_neighbours(
                     lambda: circle_visible_memories(family.pk, viewers),
                     query,
-                    visible=retrieval._compiled_circle_scope(
+                    visible=gate._compiled_circle_scope(
                         family.pk, viewers, for_agent=False, read_by_several=False
                     ),
                     circle_id=family.pk,
@@ -310,7 +312,8 @@ def test_the_owners_own_blocked_shares_are_ranked_exactly_beside_the_index(alice
 def test_an_exact_circle_search_finds_open_and_own_blocked_shares(alice, bob, family):
     # Under CIRCLE_EXACT_CANDIDATES_MAX the circle's open shares and the viewers' own blocked
     # ones are ranked exactly (two branches of one statement, each on its own index).
-    from memories import retrieval
+    from memories import gate
+    from memories.search import circles
 
     carol = person_create(owner=alice, display_name="Carol")  # pending for Family
     blocked = memory_create(
@@ -327,10 +330,10 @@ def test_an_exact_circle_search_finds_open_and_own_blocked_shares(alice, bob, fa
         with transaction.atomic():
             return [
                 memory_id
-                for memory_id, _ in retrieval._circle_neighbours(
+                for memory_id, _ in circles._circle_neighbours(
                     lambda: circle_visible_memories(family.pk, viewers),
                     unit(5),
-                    visible=retrieval._compiled_circle_scope(
+                    visible=gate._compiled_circle_scope(
                         family.pk, viewers, for_agent=False, read_by_several=False
                     ),
                     circle_id=family.pk,
@@ -352,7 +355,7 @@ def test_an_exact_circle_search_reads_the_open_shares_vectors_from_the_index_alo
     # into one condition, 20,000 shares were read for 2,000 open: ~8 ms).
     import re
 
-    from memories import retrieval
+    from memories.search import circles, knn
     from tests.index_scans import planned_as_on_a_big_table
 
     # Family's shares among nine times as many of another circle's, as in a shared table:
@@ -373,8 +376,8 @@ def test_an_exact_circle_search_reads_the_open_shares_vectors_from_the_index_alo
         for n, memory in enumerate(made)
     )
     assert MemoryShare.objects.filter(circle=family, blocked_count=0).count() == 67
-    sql, params = retrieval._nearest_shares_sql(
-        retrieval._circle_open_share_branches(family.pk, [bob.pk]), retrieval._vector_text(unit(7)), 8
+    sql, params = circles._nearest_shares_sql(
+        circles._circle_open_share_branches(family.pk, [bob.pk]), knn._vector_text(unit(7)), 8
     )
     scans, plan = planned_as_on_a_big_table(f"SELECT {sql}", params, vacuum="circles_memoryshare")
     assert ("Index Only Scan", "memory_share_open_vectors") in scans, scans

@@ -20,10 +20,12 @@ import math
 import pytest
 from django.db import connection
 
-from memories import gate_index, retrieval, tasks
+from memories import gate, gate_index, retrieval, tasks
 from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryGate
 from memories.retrieval import memory_search
+from memories.search import hints, knn, knn_open
+from memories.search import settings as search_settings
 from memories.services import ParticipantSpec, memory_create
 from people.models import ConsentStatus, Person
 from people.services import person_set_consent
@@ -131,8 +133,8 @@ def agents_ids_through_the_open_index(owner) -> list:
 def test_revocation_hides_memories_on_the_next_query_while_the_index_still_holds_them(alice, monkeypatch):
     # The agents' vector index path, for a small owner: its dead entries stay in the
     # index until VACUUM, and only the NOT EXISTS gate decides what comes back.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     bob, carol = person(alice, "Bob"), person(alice, "Carol")
     bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(4)]
     carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(3)]
@@ -155,9 +157,9 @@ def indexed(memories: list[Memory]) -> set[bool]:
 
 def unindexed_neighbours(owner) -> list:
     """What the agents' index path finds beside the HNSW index: the open rows it does not hold yet."""
-    visible = retrieval._compiled_scope(owner, respect_consent=True)
-    rows = retrieval._unindexed_open_neighbours(
-        visible, retrieval._vector_text(toward(0.0)), owner_id=owner.pk, fetch=20
+    visible = gate._compiled_scope(owner, respect_consent=True)
+    rows = knn_open._unindexed_open_neighbours(
+        visible, knn._vector_text(toward(0.0)), owner_id=owner.pk, fetch=20
     )
     return [memory_id for memory_id, _ in rows]
 
@@ -165,9 +167,9 @@ def unindexed_neighbours(owner) -> list:
 @pytest.fixture
 def index_path(monkeypatch, unbounded_index_scans):
     """Agents' searches through the open-gate HNSW index (and the exact search beside it)."""
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0)
 
 
 def test_memories_a_grant_opens_are_found_at_once_and_indexed_by_the_task(alice, index_path):
@@ -204,7 +206,7 @@ def test_before_the_task_a_filter_that_drops_the_nearest_opened_memories_still_g
     # all of those are events and the search asks for knowledge.
     from memories.selectors import MemoryFilters
 
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_OVERFETCH", 1)
     bob = person(alice, "Bob", ConsentStatus.PENDING)
     for n in range(8):
         memory = embedded(alice, f"Bob {n}", [bob], angle=0.01 * n)
@@ -377,26 +379,26 @@ def test_the_open_hint_is_fresh_up_to_the_exact_path_and_a_kept_width_hint_above
     # Past EXACT_CANDIDATES_MAX the count only tunes the index scan, so it is kept a
     # while; at or below it (none open, the exact path) every search counts afresh,
     # and whether open rows wait for the agents' index is asked every time.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 1)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 1)
     bob, carol = person(alice, "Bob"), person(alice, "Carol", ConsentStatus.PENDING)
     bobs = [embedded(alice, f"Bob {n}", [bob], angle=0.01 * n) for n in range(3)]
     carols = [embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n) for n in range(2)]
-    assert retrieval._open_hint(alice.pk) == (3, False)
+    assert hints._open_hint(alice.pk) == (3, False)
 
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
     # Two more open and not yet indexed: the width hint is the kept one, the backlog is news.
-    assert retrieval._open_hint(alice.pk) == (3, True)
+    assert hints._open_hint(alice.pk) == (3, True)
     retrieval.forget_hints()
-    assert retrieval._open_hint(alice.pk) == (5, True)
+    assert hints._open_hint(alice.pk) == (5, True)
     assert tasks.index_opened_gates(alice.pk) == 2
-    assert retrieval._open_hint(alice.pk) == (5, False)
+    assert hints._open_hint(alice.pk) == (5, False)
 
     person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
     person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (0, False)  # counted afresh: nothing kept says otherwise
+    assert hints._open_hint(alice.pk) == (0, False)  # counted afresh: nothing kept says otherwise
     assert memory_search(alice, "Bob", respect_consent=True, query_embedding=toward(0.0)) == []
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (5, True)  # 2 open, past the exact path: the kept 5
+    assert hints._open_hint(alice.pk) == (5, True)  # 2 open, past the exact path: the kept 5
     # Whatever the hint says, the gate decides: Carol's memories only, found before the task runs.
     hits = memory_search(alice, "zzzz", respect_consent=True, query_embedding=toward(0.5), limit=10)
     assert {hit.memory.pk for hit in hits} == {m.pk for m in carols}
@@ -411,13 +413,13 @@ def test_a_big_recent_open_count_is_not_asked_again_and_the_scan_probes_the_back
     # Scaled down: past OPEN_HINT_TRUSTED_ABOVE (2) the kept count stands for
     # HINT_TTL_SECONDS and the hint asks nothing: whether open rows wait for the
     # agents' index is asked by the statement that sets the index scan's settings.
-    monkeypatch.setattr(retrieval, "OPEN_HINT_TRUSTED_ABOVE", 2)
+    monkeypatch.setattr(search_settings, "OPEN_HINT_TRUSTED_ABOVE", 2)
     bob, carol = person(alice, "Bob"), person(alice, "Carol", ConsentStatus.PENDING)
     bobs = {embedded(alice, f"Bob {n}", [bob], angle=0.01 * n).pk for n in range(3)}
     carols = {embedded(alice, f"Carol {n}", [carol], angle=0.5 + 0.01 * n).pk for n in range(2)}
-    assert retrieval._open_hint(alice.pk) == (3, False)
+    assert hints._open_hint(alice.pk) == (3, False)
     with CaptureQueriesContext(connection) as queries:
-        assert retrieval._open_hint(alice.pk) == (3, None)
+        assert hints._open_hint(alice.pk) == (3, None)
     assert queries.captured_queries == []
 
     def search(angle: float, words: str = "zzzz") -> tuple[set, list[str]]:
@@ -439,7 +441,7 @@ def test_a_big_recent_open_count_is_not_asked_again_and_the_scan_probes_the_back
     assert len(probes) == 1 and "set_config('hnsw.ef_search'" in probes[0]
 
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (3, None)  # the kept count
+    assert hints._open_hint(alice.pk) == (3, None)  # the kept count
     found, probes = search(0.5)
     # The probe saw the backlog: Carol's memories are found before the task indexes them.
     assert found == bobs | carols
@@ -447,19 +449,19 @@ def test_a_big_recent_open_count_is_not_asked_again_and_the_scan_probes_the_back
 
     person_set_consent(person=bob, status=ConsentStatus.REVOKED, actor=alice)
     person_set_consent(person=carol, status=ConsentStatus.REVOKED, actor=alice)
-    assert retrieval._open_hint(alice.pk) == (3, None)  # nothing open now: the kept count says 3
+    assert hints._open_hint(alice.pk) == (3, None)  # nothing open now: the kept count says 3
     # ... and the gate decides: nothing shown, whatever the count says.
     assert search(0.0, "Bob")[0] == set() and search(0.5, "Carol")[0] == set()
     # Once the kept count is old, it is counted afresh.
-    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
-    assert retrieval._open_hint(alice.pk) == (0, False)
+    monkeypatch.setattr(search_settings, "HINT_TTL_SECONDS", -1.0)
+    assert hints._open_hint(alice.pk) == (0, False)
 
 
 def test_an_owner_found_big_is_not_sized_again_and_one_that_shrank_still_gets_the_answer(alice, monkeypatch):
     from django.test.utils import CaptureQueriesContext
 
     # Scaled down: past 2 memories the owner's searches go through the index.
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 2)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 2)
     walks = [embedded(alice, f"Walk {n}", [], angle=0.01 * n) for n in range(4)]
 
     def sized() -> tuple[int, set]:
@@ -476,7 +478,7 @@ def test_an_owner_found_big_is_not_sized_again_and_one_that_shrank_still_gets_th
     Memory.objects.filter(pk__in=[m.pk for m in walks[1:]]).delete()
     # Still "big" for HINT_TTL_SECONDS: the index path, whose short answer ends exact.
     assert sized() == (0, {walks[0].pk})
-    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
+    monkeypatch.setattr(search_settings, "HINT_TTL_SECONDS", -1.0)
     assert sized() == (1, {walks[0].pk})
     assert sized() == (1, {walks[0].pk})  # "small" is asked again every time
 

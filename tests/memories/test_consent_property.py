@@ -24,7 +24,6 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memories import retrieval
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryGate, MemoryParticipant
 from memories.retrieval import (
     NO_CUTOFF,
@@ -33,6 +32,7 @@ from memories.retrieval import (
     memory_search,
     memory_similar,
 )
+from memories.search import settings as search_settings
 from memories.selectors import MemoryFilters, memory_agent_visibility
 from people.models import Person
 from tests.factories import UserFactory
@@ -341,10 +341,10 @@ def vector_path(request, monkeypatch):
     """Every vector path: exact search over the memories the maintained gate count
     calls open, exact search, and the HNSW iterative scan; the gate is inside all three."""
     if request.param != "candidates":
-        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+        monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
     if request.param == "index":
-        monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-        monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+        monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
+        monkeypatch.setattr(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0)
         # Dead index entries of earlier tests and examples must not end the scan
         # (tests/index_scans.py).
         request.getfixturevalue("unbounded_index_scans")
@@ -371,7 +371,7 @@ def test_searches_with_the_full_text_side_on_the_search_helper_agree_with_the_re
 ):
     """The same checks with each search's full-text side on the search helper's own connection.
 
-    The helper (retrieval._SideRunner) reads only what is committed, so each world
+    The helper (memories.search.statements._SideRunner) reads only what is committed, so each world
     is committed, checked and deleted, rather than rolled back.
     """
     from django.contrib.auth import get_user_model

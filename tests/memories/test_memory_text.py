@@ -168,13 +168,14 @@ def test_agents_rank_only_matches_that_can_pass(alice, monkeypatch):
     # returned nothing: the two blocked lanterns were all that got ranked.
     from memories import retrieval
     from memories.models import MemoryParticipant
+    from memories.search import settings as search_settings
     from people.services import person_create
 
     carol = person_create(owner=alice, display_name="Carol")  # pending
     blocked = [memory_create(owner=alice, body=f"lantern number {n}") for n in range(2)]
     MemoryParticipant.objects.bulk_create([MemoryParticipant(memory=m, person=carol) for m in blocked])
     open_one = memory_create(owner=alice, body="a lantern by the harbour")
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 2)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 2)
 
     hits = memory_search(
         alice,

@@ -19,9 +19,11 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories import retrieval
+from memories import gate, retrieval
 from memories.models import Memory, MemoryParticipant
 from memories.retrieval import memory_search
+from memories.search import fulltext, statements
+from memories.search import settings as search_settings
 from memories.services import memory_create
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
@@ -73,14 +75,14 @@ def _reference(owner_id: int, word: str) -> list:
 
 
 def _text_side(owner, word: str, fetch: int, *, agents: bool = False) -> list:
-    with retrieval._search_transaction():
+    with statements._search_transaction():
         return [
             memory_id
-            for memory_id, _, _ in retrieval._text_matches(
-                retrieval._compiled_scope(owner.pk, respect_consent=agents),
+            for memory_id, _, _ in fulltext._text_matches(
+                gate._compiled_scope(owner.pk, respect_consent=agents),
                 word,
                 fetch,
-                candidates=retrieval._owner_candidates_sql(owner.pk, agents=agents),
+                candidates=fulltext._owner_candidates_sql(owner.pk, agents=agents),
                 one_word_exact=True,
             )
         ]
@@ -102,7 +104,7 @@ def test_one_word_ranks_exactly_whatever_the_cap(alice, monkeypatch, cap):
     memories = _journal(alice)
     # 6: as many as hold the word twice or more (those are ranked, up to the cap);
     # the other 12 are found newest first whatever the cap.
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", cap)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", cap)
     expected = _expected(memories)
     assert len(expected) == 18
     assert _reference(alice.pk, "lantern") == expected  # the oracle agrees with ts_rank
@@ -114,7 +116,7 @@ def test_one_word_ranks_exactly_whatever_the_cap(alice, monkeypatch, cap):
 
 def test_several_words_still_match_and_rank(alice, monkeypatch):
     memories = _journal(alice)
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 3_000)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 3_000)
     both = _text_side(alice, "lantern evening", 20)
     assert set(both) == {m.pk for m in memories if "lantern" in m.body}
     assert _text_side(alice, '"quay at night"', 20) == _reference(alice.pk, '"quay at night"')
@@ -124,7 +126,7 @@ def test_several_words_still_match_and_rank(alice, monkeypatch):
 def test_the_owners_search_finds_the_newest_not_the_first_stored(alice, monkeypatch):
     # Written oldest first: before, a cap of 6 ranked the six oldest matches only.
     memories = _journal(alice)
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 6)
     hits = memory_search(
         alice, "lantern", query_embedding=NO_MATCH_VECTOR, relevance=retrieval.NO_CUTOFF, limit=6
     )
@@ -139,7 +141,7 @@ def test_agents_rank_exactly_among_what_they_may_see(alice, monkeypatch):
     MemoryParticipant.objects.bulk_create(
         [MemoryParticipant(memory_id=memory_id, person=carol) for memory_id in withheld]
     )
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 6)
     visible = [memory_id for memory_id in _expected(memories) if memory_id not in withheld]
 
     assert _text_side(alice, "lantern", 20, agents=True) == visible
@@ -166,7 +168,7 @@ def test_a_stale_agents_flag_is_skipped_not_shown(alice, monkeypatch):
         cursor.execute(
             "UPDATE memories_memorytext SET agents_open = true WHERE memory_id = %s", [newest_once]
         )
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 6)
 
     assert _text_side(alice, "lantern", 20, agents=True) == [m for m in best if m != newest_once]
 
@@ -182,7 +184,7 @@ def test_agents_skip_superseded_and_expired_matches_and_take_the_next(alice, mon
     replacement = memory_create(owner=alice, body="a newer version, without the word")
     Memory.objects.filter(pk__in=once[:2]).update(superseded_by=replacement)
     Memory.objects.filter(pk=once[2]).update(expires_at=timezone.now() - timedelta(days=1))
-    monkeypatch.setattr(retrieval, "TEXT_CANDIDATES_MAX", 6)
+    monkeypatch.setattr(search_settings, "TEXT_CANDIDATES_MAX", 6)
 
     assert _text_side(alice, "lantern", 8, agents=True) == [m for m in best if m not in once[:3]][:8]
     assert _text_side(alice, "lantern", 8) == best[:8]  # the owner sees them all
@@ -195,7 +197,7 @@ def test_a_small_owners_text_side_reads_their_own_rows_and_ranks_every_match(ali
     # index, whose entries for a word list every owner's memories that hold it).
     from django.test.utils import CaptureQueriesContext
 
-    assert retrieval.EXACT_SEARCH_MAX_MEMORIES <= retrieval.TEXT_CANDIDATES_MAX
+    assert search_settings.EXACT_SEARCH_MAX_MEMORIES <= search_settings.TEXT_CANDIDATES_MAX
     memories = _journal(alice)
     with CaptureQueriesContext(connection) as queries:
         hits = memory_search(

@@ -20,6 +20,7 @@ from django.utils import timezone
 from benchmarks.searches import nearest_ids
 from memories import open_vectors, retrieval
 from memories.models import Memory, MemoryGate, MemoryGateChange, MemoryParticipant
+from memories.search import settings as search_settings
 from memories.tasks import gate_changes_prune
 from people.models import ConsentStatus, Person
 from tests.memories.search_journal import WORDS, make_journal, search, unit_vector
@@ -304,7 +305,7 @@ def test_when_hidden_memories_take_the_nearest_places_the_copy_hands_over_more(
     by_distance = sorted(
         Memory.objects.filter(pk__in=open_ids), key=lambda memory: -float(np.dot(memory.embedding, query))
     )
-    hidden = [memory.pk for memory in by_distance[: 2 + retrieval.KEPT_SPARE_CANDIDATES]]
+    hidden = [memory.pk for memory in by_distance[: 2 + search_settings.KEPT_SPARE_CANDIDATES]]
     Memory.objects.filter(pk__in=hidden).update(expires_at=timezone.now() - timedelta(days=1))
     widths = []
     nearest = open_vectors.OpenVectors.nearest
@@ -324,7 +325,10 @@ def test_when_hidden_memories_take_the_nearest_places_the_copy_hands_over_more(
     monkeypatch.setattr(open_vectors, "ENABLED", True)
     assert knn() == expected
     assert len(expected) == 2 and not set(expected) & set(hidden)
-    assert widths == [2 + retrieval.KEPT_SPARE_CANDIDATES, 2 * retrieval.EXACT_CANDIDATES_OVERFETCH]
+    assert widths == [
+        2 + search_settings.KEPT_SPARE_CANDIDATES,
+        2 * search_settings.EXACT_CANDIDATES_OVERFETCH,
+    ]
     assert kept_open_vectors == [(owner.pk, False), (owner.pk, True)]  # off, then from the copy
 
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memories import embeddings, retrieval
+from memories import embeddings
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
 from memories.retrieval import (
     NO_CUTOFF,
@@ -25,6 +25,7 @@ from memories.retrieval import (
     question_relevance,
     search_relevance,
 )
+from memories.search import fusion
 from people.models import ConsentStatus, Person
 
 pytestmark = pytest.mark.django_db
@@ -145,7 +146,7 @@ def test_the_rule_only_removes_and_a_stricter_cutoff_removes_more(candidates, re
     text_rank = {i: 0.1 for i, (_, words) in zip(ids, candidates, strict=True) if words}
 
     def keep(cutoff: RelevanceCutoff) -> set:
-        return retrieval._relevant(ids, similarity=similarity, text_rank=text_rank, relevance=cutoff)
+        return fusion._relevant(ids, similarity=similarity, text_rank=text_rank, relevance=cutoff)
 
     kept = keep(relevance)
     assert kept <= set(ids)

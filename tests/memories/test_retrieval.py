@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 from pgvector import Vector
 
-from memories import retrieval
+from memories import gate, retrieval
 from memories.models import EMBEDDING_DIMENSIONS, EdgeKind, Memory, MemoryEdge, MemoryParticipant
 from memories.retrieval import (
     agent_visible_memories,
@@ -27,6 +27,8 @@ from memories.retrieval import (
     memory_search,
     memory_similar,
 )
+from memories.search import fusion, hints, knn, knn_open, statements
+from memories.search import settings as search_settings
 from memories.selectors import MemoryFilters
 from people.models import ConsentStatus, Person
 from people.services import person_set_consent
@@ -77,10 +79,10 @@ def strategy(request, monkeypatch):
     maintained gate count calls open, exact search over the owner's memories, and
     the HNSW iterative scan. The gate in SQL filters all three."""
     if request.param != "candidates":
-        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+        monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
     if request.param == "index":
-        monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-        monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+        monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
+        monkeypatch.setattr(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0)
         # Dead index entries of earlier tests must not end the scan (tests/index_scans.py).
         request.getfixturevalue("unbounded_index_scans")
     return request.param
@@ -339,7 +341,7 @@ def test_the_query_vector_literal_names_exactly_the_vector_pgvector_would(alice)
     ]
     with connection.cursor() as cursor:
         for values in samples:
-            literal = retrieval._vector_text(values)
+            literal = knn._vector_text(values)
             assert re.fullmatch(r"\[[-+0-9.e,]+\]", literal)
             cursor.execute(
                 "SELECT %s::vector = %s::vector, %s::halfvec = %s::halfvec",
@@ -362,7 +364,7 @@ def test_exact_path_over_open_memories_falls_back_when_filters_drop_the_nearest(
     # and only passes the nearest few (limit x EXACT_CANDIDATES_OVERFETCH) through
     # the gate and filters. Here all of those are events, and the search asks for
     # knowledge: the answer must come from the exact search over every open memory.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_OVERFETCH", 1)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_OVERFETCH", 1)
     for n in range(25):
         memory(alice, f"an evening {n}", angle=0.01 * n, kind="event")
     wanted = [memory(alice, "a recipe", angle=angle, kind="knowledge") for angle in (1.0, 1.2)]
@@ -385,8 +387,8 @@ def test_exact_path_over_open_memories_falls_back_when_filters_drop_the_nearest(
 def test_agents_index_path_ranks_at_full_precision(alice, monkeypatch, unbounded_index_scans):
     # Memories whose half-precision copies are identical but whose full vectors
     # differ: the index path orders by the copy, then re-ranks by the full vector.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     angles = (0.30004, 0.30002, 0.30003, 0.30001)
     created = {angle: memory(alice, "a lantern", angle=angle) for angle in angles}
     anchor = memory(alice, "the query", angle=0.0)
@@ -419,8 +421,8 @@ def test_a_mostly_gated_journal_is_searched_exactly_a_small_open_one_through_the
     # the open ones costs less (memory_gate_open_vectors). An owner who simply has few
     # memories, most of them open, is searched through the index as a big one is
     # (the size test is a kept hint).
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     bob = person(alice, "Bob", ConsentStatus.PENDING)
     open_ones = [memory(alice, f"an open evening {n}", angle=0.01 * n) for n in range(4)]
     memory(alice, "a gated evening", angle=0.005, people=[bob])
@@ -458,7 +460,7 @@ def test_exact_search_over_open_memories_reads_their_copies_from_the_index_alone
         "SELECT memory_id FROM memories_memorygate "
         "WHERE owner_id = %s AND blocked_count = 0 AND embedding IS NOT NULL "
         "ORDER BY (embedding <=> %s::halfvec) + 0, memory_id LIMIT 8",
-        [alice.pk, retrieval._vector_text(toward(0.0))],
+        [alice.pk, knn._vector_text(toward(0.0))],
         vacuum="memories_memorygate",
     )
     assert ("Index Only Scan", "memory_gate_open_vectors") in scans, scans
@@ -473,7 +475,7 @@ def test_exact_paths_stay_exact_whatever_plan_the_database_prefers(alice, mallor
     # filter them to this owner's candidates, often leaving nothing. Statistics
     # decide whether it prefers the index; here the index is made irresistible.
     if path == "exact":
-        monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
+        monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
     for index in range(50):
         memory(mallory, f"near {index}", angle=0.0001 * index)
     mine = [memory(alice, f"mine {index}", angle=0.6 + 0.01 * index) for index in range(3)]
@@ -493,10 +495,10 @@ def test_compiled_scope_is_the_gate_the_orm_compiles_for_this_owner(alice, mallo
     for owner in (alice, mallory, alice):
         fresh = retrieval.memory_scope(owner, respect_consent=respect_consent)
         sql, params = fresh.order_by().values_list("pk", "embedding").query.sql_with_params()
-        assert retrieval._compiled_scope(owner, respect_consent=respect_consent) == (sql, list(params))
+        assert gate._compiled_scope(owner, respect_consent=respect_consent) == (sql, list(params))
         assert owner.pk in params
-    _, params = retrieval._compiled_scope(alice, respect_consent=respect_consent)
-    assert retrieval._OWNER_PLACEHOLDER not in params
+    _, params = gate._compiled_scope(alice, respect_consent=respect_consent)
+    assert gate._OWNER_PLACEHOLDER not in params
 
 
 def test_compiled_scope_lets_through_what_the_gate_does(alice, mallory):
@@ -506,7 +508,7 @@ def test_compiled_scope_lets_through_what_the_gate_does(alice, mallory):
     mallorys = memory(mallory)
 
     def passing(owner, respect_consent):
-        sql, params = retrieval._compiled_scope(owner, respect_consent=respect_consent)
+        sql, params = gate._compiled_scope(owner, respect_consent=respect_consent)
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT visible.id FROM ({sql}) AS visible (id, embedding)", params)
             return {row[0] for row in cursor.fetchall()}
@@ -518,14 +520,14 @@ def test_compiled_scope_lets_through_what_the_gate_does(alice, mallory):
 
 def _as_loaded(memory_row: Memory) -> tuple:
     """Everything a surface reads from a loaded memory, its participants and people."""
-    fields = tuple(getattr(memory_row, field.attname) for field in retrieval._LOADED_MEMORY_FIELDS)
+    fields = tuple(getattr(memory_row, field.attname) for field in fusion._LOADED_MEMORY_FIELDS)
     source = memory_row.source_person
     people = tuple(
         (
             participant.pk,
             participant.role,
             participant.memory_id,
-            tuple(getattr(participant.person, field.attname) for field in retrieval._PERSON_FIELDS),
+            tuple(getattr(participant.person, field.attname) for field in fusion._PERSON_FIELDS),
         )
         for participant in memory_row.participants.all()
     )
@@ -548,11 +550,11 @@ def test_load_gives_what_the_orm_gives_with_people_and_no_further_queries(
     theirs = memory(mallory, "mallory's")
     ids = [both.pk, told.pk, alone.pk, theirs.pk]
 
-    visible = retrieval._compiled_scope(alice, respect_consent=False)
+    visible = gate._compiled_scope(alice, respect_consent=False)
     # The memories with their participants and people, then the one source nobody is in.
     with django_assert_num_queries(2):
-        loaded = retrieval._load(visible, ids)
-    expected = {m.pk: m for m in retrieval._with_people(Memory.objects.filter(pk__in=ids, owner=alice))}
+        loaded = fusion._load(visible, ids)
+    expected = {m.pk: m for m in fusion._with_people(Memory.objects.filter(pk__in=ids, owner=alice))}
 
     assert set(loaded) == {both.pk, told.pk, alone.pk}  # never another owner's
     with django_assert_num_queries(0):
@@ -563,7 +565,7 @@ def test_load_gives_what_the_orm_gives_with_people_and_no_further_queries(
     # Deferred, as the ORM's .defer() leaves them: read only when asked for.
     assert loaded[both.pk].get_deferred_fields() == {"embedding", "search_vector"}
     # Through the gate: Adam has not consented, so agents get only what passes.
-    gated = retrieval._load(retrieval._compiled_scope(alice, respect_consent=True), ids)
+    gated = fusion._load(gate._compiled_scope(alice, respect_consent=True), ids)
     assert set(gated) == {told.pk, alone.pk}
 
 
@@ -600,23 +602,23 @@ def test_agents_search_goes_exact_when_the_owners_open_memories_are_a_thin_share
     # Beside a million other open memories, an owner with a few thousand open ones
     # would make the bounded index scan come back short; the exact path answers at
     # once, with the same (exact) result.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 2)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 2)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(6)]
     hidden = memory(alice, "lantern hidden", angle=0.05, people=[person(alice, "Pat", ConsentStatus.PENDING)])
     taken = []
-    original = retrieval._open_candidates_neighbours
+    original = knn_open._open_candidates_neighbours
 
     def recording(*args, **kwargs):
         taken.append(kwargs["open_count"])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(retrieval, "_open_candidates_neighbours", recording)
+    monkeypatch.setattr(knn_open, "_open_candidates_neighbours", recording)
 
-    monkeypatch.setattr(retrieval, "_open_index_rows", lambda: 10)  # this owner: most of the index
+    monkeypatch.setattr(hints, "_open_index_rows", lambda: 10)  # this owner: most of the index
     assert agent_ids(alice, "zebra", limit=3) == [m.pk for m in created[:3]]
     assert taken == []
-    monkeypatch.setattr(retrieval, "_open_index_rows", lambda: 10**12)  # a sliver of it
+    monkeypatch.setattr(hints, "_open_index_rows", lambda: 10**12)  # a sliver of it
     assert agent_ids(alice, "zebra", limit=3) == [m.pk for m in created[:3]]
     assert taken == [6]
     assert hidden.pk not in agent_ids(alice, "zebra", limit=7)
@@ -625,14 +627,14 @@ def test_agents_search_goes_exact_when_the_owners_open_memories_are_a_thin_share
 def test_the_index_size_hint_is_read_from_the_statistics_and_kept_a_minute(
     monkeypatch, django_assert_num_queries
 ):
-    monkeypatch.setattr(retrieval, "_RELATION_ROWS", {})
+    monkeypatch.setattr(hints, "_RELATION_ROWS", {})
     with django_assert_num_queries(1):
-        first = retrieval._open_index_rows()
-        assert retrieval._open_index_rows() == first
+        first = hints._open_index_rows()
+        assert hints._open_index_rows() == first
     assert first >= 0
-    monkeypatch.setattr(retrieval, "HINT_TTL_SECONDS", -1.0)
+    monkeypatch.setattr(search_settings, "HINT_TTL_SECONDS", -1.0)
     with django_assert_num_queries(1):
-        retrieval._open_index_rows()
+        hints._open_index_rows()
 
 
 def test_owner_search_widens_when_the_owner_is_a_thin_share_of_the_table(
@@ -640,20 +642,20 @@ def test_owner_search_widens_when_the_owner_is_a_thin_share_of_the_table(
 ):
     # The index of all memories meets an owner's memories at the rate of their share
     # of the table: ef_search grows as the share shrinks (up to pgvector's 1,000).
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(5)]
     settings = []
-    original = retrieval._set_hnsw
+    original = statements._set_hnsw
 
     def recording(*, ef_search, max_scan_tuples):
         settings.append(ef_search)
         original(ef_search=ef_search, max_scan_tuples=max_scan_tuples)
 
-    monkeypatch.setattr(retrieval, "_set_hnsw", recording)
-    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 10**9)  # big enough to scan at any share
+    monkeypatch.setattr(statements, "_set_hnsw", recording)
+    monkeypatch.setattr(hints, "_relation_rows", lambda name: 10**9)  # big enough to scan at any share
     # Hybrid search fetches 40 candidates: 3 per row (120) for an owner alone.
     for share, expected in ((1.0, 120), (0.5, 240), (0.2, 600), (0.0001, 1000)):
-        monkeypatch.setattr(retrieval, "_owner_share", lambda owner_id, share=share: share)
+        monkeypatch.setattr(hints, "_owner_share", lambda owner_id, share=share: share)
         settings.clear()
         hits = memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
         assert [hit.memory.pk for hit in hits] == [m.pk for m in created[:3]]
@@ -667,33 +669,33 @@ def test_owner_share_is_read_from_the_planners_statistics(alice, mallory, monkey
         memory(mallory, f"m {n}")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
-    monkeypatch.setattr(retrieval, "_OWNER_SHARES", [])
+    monkeypatch.setattr(hints, "_OWNER_SHARES", [])
 
-    alices, mallorys = retrieval._owner_share(alice.pk), retrieval._owner_share(mallory.pk)
+    alices, mallorys = hints._owner_share(alice.pk), hints._owner_share(mallory.pk)
 
     assert 0 < mallorys < alices <= 1.0
     assert alices == pytest.approx(30 / Memory.objects.count(), abs=0.05)
     # An owner the statistics do not list: at most the least common listed share.
-    assert retrieval._owner_share(10**9) <= mallorys
+    assert hints._owner_share(10**9) <= mallorys
 
 
 def test_a_small_owner_too_thin_for_any_scan_gets_exact_search_at_once(alice, monkeypatch):
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
     created = [memory(alice, f"lantern {n}", angle=0.1 * n) for n in range(5)]
     scans = []
-    monkeypatch.setattr(retrieval, "_set_hnsw", lambda **settings: scans.append(settings))
+    monkeypatch.setattr(statements, "_set_hnsw", lambda **settings: scans.append(settings))
     # 0.1% of a table of a million: about 1,000 memories, too few for ef_search 1,000 to meet 40.
-    monkeypatch.setattr(retrieval, "_owner_share", lambda owner_id: 0.001)
-    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 1_000_000)
+    monkeypatch.setattr(hints, "_owner_share", lambda owner_id: 0.001)
+    monkeypatch.setattr(hints, "_relation_rows", lambda name: 1_000_000)
 
     hits = memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
 
     assert [hit.memory.pk for hit in hits] == [m.pk for m in created[:3]]
     assert scans == []  # no index scan: exact
     # A big owner at the same share (0.1% of a billion) still scans.
-    monkeypatch.setattr(retrieval, "_relation_rows", lambda name: 10**9)
+    monkeypatch.setattr(hints, "_relation_rows", lambda name: 10**9)
     memory_search(alice, "zebra", limit=3, query_embedding=toward(0))
-    assert scans and scans[0]["ef_search"] == retrieval.ANN_EF_SEARCH_MAX
+    assert scans and scans[0]["ef_search"] == search_settings.ANN_EF_SEARCH_MAX
 
 
 def test_loading_results_is_a_prepared_statement_and_the_same_without_one(alice, monkeypatch):
@@ -823,41 +825,39 @@ def test_a_search_transaction_plans_every_statement_without_parallel_workers(
     from django.test.utils import CaptureQueriesContext
 
     settings.SEARCH_PIPELINE = pipelined
-    monkeypatch.setattr(retrieval, "ANN_SCAN_MEM_MULTIPLIER", 3)
+    monkeypatch.setattr(search_settings, "ANN_SCAN_MEM_MULTIPLIER", 3)
     server = _setting("max_parallel_workers_per_gather")
     assert server != "0"  # the server's own setting, which a search turns off for itself
     # Any first statement runs with the setting in place.
-    with retrieval._search_transaction():
+    with statements._search_transaction():
         assert _setting("max_parallel_workers_per_gather") == "0"
     assert _setting("max_parallel_workers_per_gather") == server
     # When the HNSW settings come first they carry it: no statement of its own.
-    with CaptureQueriesContext(connection) as queries, retrieval._search_transaction():
-        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+    with CaptureQueriesContext(connection) as queries, statements._search_transaction():
+        statements._set_hnsw(ef_search=70, max_scan_tuples=5000)
         assert _setting("max_parallel_workers_per_gather") == "0"
         assert _setting("hnsw.ef_search") == "70"
-    statements = [
-        query["sql"] for query in queries.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")
-    ]
+    sent = [query["sql"] for query in queries.captured_queries if query["sql"] not in ("BEGIN", "COMMIT")]
     if pipelined:
         # Each its own statement, all sent with the first read (tests/memories/test_search_round_trips.py).
-        assert len(statements) == 4, statements
-        assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[1]
+        assert len(sent) == 4, sent
+        assert "max_parallel_workers_per_gather" in sent[0] and "hnsw.ef_search" in sent[1]
     else:
-        assert len(statements) == 3, statements  # the settings, then the two reads
-        assert "max_parallel_workers_per_gather" in statements[0] and "hnsw.ef_search" in statements[0]
+        assert len(sent) == 3, sent  # the settings, then the two reads
+        assert "max_parallel_workers_per_gather" in sent[0] and "hnsw.ef_search" in sent[0]
     # The scan's bounds with it, for the search only.
-    with retrieval._search_transaction():
-        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+    with statements._search_transaction():
+        statements._set_hnsw(ef_search=70, max_scan_tuples=5000)
         assert _setting("hnsw.max_scan_tuples") == "5000"
         assert _setting("hnsw.scan_mem_multiplier") == "3"
     assert _setting("hnsw.max_scan_tuples") != "5000" and _setting("hnsw.scan_mem_multiplier") != "3"
     # Nested: the inner transaction (a savepoint) sets it again; the outer keeps it after.
-    with retrieval._search_transaction():
-        with retrieval._search_transaction():
+    with statements._search_transaction():
+        with statements._search_transaction():
             assert _setting("max_parallel_workers_per_gather") == "0"
         assert _setting("max_parallel_workers_per_gather") == "0"
     assert _setting("max_parallel_workers_per_gather") == server
-    assert getattr(retrieval._SEARCH_SETTINGS, "current", None) is None
+    assert getattr(statements._SEARCH_SETTINGS, "current", None) is None
 
 
 def _agents_nearest(owner, limit: int) -> list:
@@ -876,9 +876,9 @@ def test_the_agents_index_takes_its_nearest_by_id_and_scans_on_when_too_few_pass
     # the gate by id (a statement planned once per connection); when the lifecycle hides too
     # many of them, the scan that goes on until enough pass answers. The same answer as that
     # scan alone, and never a gated or hidden memory.
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0)
     expired = timezone.now() - timedelta(days=1)
     hidden = [
         memory(alice, f"expired {n}", angle=0.001 * n, expires_at=expired) for n in range(hidden_nearest)
@@ -886,23 +886,23 @@ def test_the_agents_index_takes_its_nearest_by_id_and_scans_on_when_too_few_pass
     # Hidden: fewer than the 4 asked can pass among the 8 candidates, whichever 8 the index gives.
     shown = [memory(alice, f"lantern {n}", angle=0.1 + 0.01 * n) for n in range(3 if hidden else 8)]
     gated = memory(alice, "gated", angle=0.05, people=[person(alice, "Pat", ConsentStatus.PENDING)])
-    statements: list[str] = []
-    original = retrieval._fetch_prepared
+    sent: list[str] = []
+    original = statements._fetch_prepared
 
     def recording(sql, params, **options):
         if "owner_id + 0" in sql:
-            statements.append("nearest by id")
+            sent.append("nearest by id")
         elif "ORDER BY gate.embedding <=>" in sql:
-            statements.append("scan")
+            sent.append("scan")
         return original(sql, params, **options)
 
-    monkeypatch.setattr(retrieval, "_fetch_prepared", recording)
+    monkeypatch.setattr(statements, "_fetch_prepared", recording)
     found = _agents_nearest(alice, limit=2)  # fetches 4: 8 candidates
     assert found == [m.pk for m in shown[:2]]
-    assert statements == (["nearest by id"] if not hidden else ["nearest by id", "scan"])
+    assert sent == (["nearest by id"] if not hidden else ["nearest by id", "scan"])
     assert not {gated.pk, *(m.pk for m in hidden)} & set(_agents_nearest(alice, limit=10))
 
-    statements.clear()
-    monkeypatch.setattr(retrieval, "OPEN_ANN_PLANNED_ONCE", False)
+    sent.clear()
+    monkeypatch.setattr(search_settings, "OPEN_ANN_PLANNED_ONCE", False)
     assert _agents_nearest(alice, limit=2) == found
-    assert statements == ["scan"]
+    assert sent == ["scan"]

@@ -1,4 +1,4 @@
-"""A search's transaction sent with its statements (retrieval._SearchSettings, psycopg's pipeline mode).
+"""A search's transaction sent with its statements (search/statements.py: _SearchSettings, pipeline mode).
 
 Transactional tests: outermost, with no transaction of Django's around it, a search's
 BEGIN, settings and COMMIT travel with its statements. Each test checks the round
@@ -21,6 +21,8 @@ from psycopg import _cursor_base, _pipeline_base, generators
 from memories import retrieval
 from memories.models import Memory
 from memories.retrieval import NO_CUTOFF, memory_search, memory_similar
+from memories.search import knn_open, statements
+from memories.search import settings as search_settings
 from people.models import ConsentStatus
 from people.services import person_set_consent
 from tests.memories.search_journal import WORDS, make_journal, search, unit_vector
@@ -98,8 +100,8 @@ def test_the_settings_hold_for_the_statements_and_end_with_the_search(round_trip
     server = _setting("max_parallel_workers_per_gather")  # (connects first)
     assert server != "0"
     round_trips["count"] = 0
-    with retrieval._search_transaction():
-        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+    with statements._search_transaction():
+        statements._set_hnsw(ef_search=70, max_scan_tuples=5000)
         # BEGIN, the two settings' statements and this read: one round trip.
         assert _setting("hnsw.ef_search") == "70"
         assert round_trips["count"] == 1
@@ -114,7 +116,7 @@ def test_the_settings_hold_for_the_statements_and_end_with_the_search(round_trip
 def test_a_search_that_sends_nothing_costs_no_round_trip(round_trips):
     connection.ensure_connection()
     round_trips["count"] = 0
-    with retrieval._search_transaction():
+    with statements._search_transaction():
         pass
     assert round_trips["count"] == 0
     assert _idle()
@@ -124,7 +126,7 @@ def test_a_failed_search_is_rolled_back_and_the_connection_serves_the_next(journ
     owner, _, _ = journal
     application = _setting("application_name")
     with pytest.raises(DatabaseError):
-        with retrieval._search_transaction():
+        with statements._search_transaction():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('application_name', 'inside a search', false)")
                 cursor.execute("SELECT 1 / 0")
@@ -132,7 +134,7 @@ def test_a_failed_search_is_rolled_back_and_the_connection_serves_the_next(journ
     # A session setting made in a transaction that was rolled back is undone.
     assert _setting("application_name") == application
     with pytest.raises(ValueError):
-        with retrieval._search_transaction():
+        with statements._search_transaction():
             with connection.cursor() as cursor:
                 cursor.execute("SELECT set_config('application_name', 'inside a search', false)")
             raise ValueError("after a statement")
@@ -140,7 +142,7 @@ def test_a_failed_search_is_rolled_back_and_the_connection_serves_the_next(journ
     assert _setting("application_name") == application
     assert search(owner, "violin", respect_consent=True)
     # Committed, it stays (and is put back).
-    with retrieval._search_transaction():
+    with statements._search_transaction():
         with connection.cursor() as cursor:
             cursor.execute("SELECT set_config('application_name', 'inside a search', false)")
     assert _setting("application_name") == "inside a search"
@@ -151,8 +153,8 @@ def test_a_failed_search_is_rolled_back_and_the_connection_serves_the_next(journ
 def test_a_search_inside_a_search_keeps_the_outer_transaction_open(journal):
     owner, _, _ = journal
     memory = Memory.objects.filter(owner=owner).first()
-    with retrieval._search_transaction():
-        retrieval._set_hnsw(ef_search=70, max_scan_tuples=5000)
+    with statements._search_transaction():
+        statements._set_hnsw(ef_search=70, max_scan_tuples=5000)
         # Loading (the last statement of a search, which takes COMMIT with it) inside.
         assert memory_similar(memory, respect_consent=True)
         assert not _idle()
@@ -169,7 +171,7 @@ def test_inside_a_callers_transaction_the_search_is_djangos_and_sees_its_rows(jo
         )
         found = memory_search(owner, "quince", query_embedding=unit_vector(99), relevance=NO_CUTOFF)
         assert [hit.memory.body for hit in found][:1] == ["quince marmalade"]
-        assert retrieval._SearchSettings().pipelined is False
+        assert statements._SearchSettings().pipelined is False
     assert _idle()
 
 
@@ -180,13 +182,13 @@ def test_a_grant_is_found_by_the_probe_read_after_the_index_statement(
     with the scan's settings (_set_hnsw), held back and read after the index statement."""
     owner, withheld, withheld_ids = journal
     # Through the agents' index, no exact search instead or after (tests/memories/test_consent_flip.py).
-    monkeypatch.setattr(retrieval, "OPEN_HINT_TRUSTED_ABOVE", 1)
-    monkeypatch.setattr(retrieval, "EXACT_CANDIDATES_MAX", 0)
-    monkeypatch.setattr(retrieval, "EXACT_SEARCH_MAX_MEMORIES", 0)
-    monkeypatch.setattr(retrieval, "EXACT_FALLBACK_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "OPEN_HINT_TRUSTED_ABOVE", 1)
+    monkeypatch.setattr(search_settings, "EXACT_CANDIDATES_MAX", 0)
+    monkeypatch.setattr(search_settings, "EXACT_SEARCH_MAX_MEMORIES", 0)
+    monkeypatch.setattr(search_settings, "EXACT_FALLBACK_MAX_MEMORIES", 0)
     retrieval.forget_hints()
     asked, beside = [], []
-    original, unindexed = retrieval._set_hnsw, retrieval._unindexed_open_neighbours
+    original, unindexed = statements._set_hnsw, knn_open._unindexed_open_neighbours
 
     def recorded(**kwargs):
         asked.append(kwargs.get("backlog_of"))
@@ -197,8 +199,8 @@ def test_a_grant_is_found_by_the_probe_read_after_the_index_statement(
         beside.extend(memory_id for memory_id, _ in rows)
         return rows
 
-    monkeypatch.setattr(retrieval, "_set_hnsw", recorded)
-    monkeypatch.setattr(retrieval, "_unindexed_open_neighbours", searched_beside)
+    monkeypatch.setattr(statements, "_set_hnsw", recorded)
+    monkeypatch.setattr(knn_open, "_unindexed_open_neighbours", searched_beside)
     target = sorted(withheld_ids)[0]
     embedding = Memory.objects.get(pk=target).embedding
     with override_settings(SEARCH_SIDES_IN_PARALLEL=False):

@@ -1,4 +1,4 @@
-"""A hybrid search's full-text side on the search helper's own connection (retrieval._SideRunner).
+"""A hybrid search's full-text side on the search helper's own connection (search/statements.py: _SideRunner).
 
 Transactional tests: the helper reads what is committed, as in production. Each
 checks where the full-text side ran (the helper thread or the caller's) and that
@@ -15,8 +15,8 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from memories import retrieval
 from memories.models import Memory, MemoryParticipant
+from memories.search import statements
 from people.models import ConsentStatus, Person
 from tests.memories.search_journal import WORDS, make_journal, search, unit_vector
 
@@ -68,8 +68,8 @@ def test_while_the_helper_is_busy_the_side_runs_here(journal, text_side_threads)
     owner, _ = journal
     expected = search(owner, "violin", respect_consent=True)
     text_side_threads.clear()
-    retrieval._SIDE_RUNNER._pool()
-    busy = retrieval._SIDE_RUNNER._idle
+    statements._SIDE_RUNNER._pool()
+    busy = statements._SIDE_RUNNER._idle
     assert busy.acquire(blocking=False)
     try:
         assert search(owner, "violin", respect_consent=True) == expected
@@ -84,14 +84,14 @@ def test_when_the_helpers_connection_is_gone_the_side_runs_here_and_the_helper_r
 ):
     owner, _ = journal
     expected = search(owner, "orchard", respect_consent=True)
-    helper = retrieval._SIDE_RUNNER._executor.submit(
+    helper = statements._SIDE_RUNNER._executor.submit(
         lambda: connection.connection.info.backend_pid if connection.connection else None
     ).result()
     assert helper is not None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [helper])
     text_side_threads.clear()
-    with caplog.at_level(logging.WARNING, logger="memories.retrieval"):
+    with caplog.at_level(logging.WARNING, logger="memories.search.statements"):
         assert search(owner, "orchard", respect_consent=True) == expected
     assert "running it here" in caplog.text
     assert text_side_threads[0].startswith("keepsake-search-side")
@@ -99,7 +99,7 @@ def test_when_the_helpers_connection_is_gone_the_side_runs_here_and_the_helper_r
     text_side_threads.clear()
     assert search(owner, "orchard", respect_consent=True) == expected
     assert text_side_threads[0].startswith("keepsake-search-side")
-    reconnected = retrieval._SIDE_RUNNER._executor.submit(
+    reconnected = statements._SIDE_RUNNER._executor.submit(
         lambda: connection.connection.info.backend_pid
     ).result()
     assert reconnected != helper
@@ -129,14 +129,14 @@ def test_a_connection_pointed_at_another_database_keeps_both_sides_here():
         return threading.current_thread().name
 
     outer = connections["default"]
-    retrieval._SEARCH_SETTINGS.current = retrieval._SearchSettings()  # outermost: no transaction here
+    statements._SEARCH_SETTINGS.current = statements._SearchSettings()  # outermost: no transaction here
     try:
-        waited = retrieval._SIDE_RUNNER.start(side)
+        waited = statements._SIDE_RUNNER.start(side)
         assert waited is not side and waited().startswith("keepsake-search-side")
         connections["default"] = outer.__class__({**outer.settings_dict, "NAME": "keepsake_elsewhere"})
-        assert not retrieval._on_the_configured_database()
-        assert retrieval._SIDE_RUNNER.start(side) is side
+        assert not statements._on_the_configured_database()
+        assert statements._SIDE_RUNNER.start(side) is side
     finally:
         connections["default"] = outer
-        retrieval._SEARCH_SETTINGS.current = None
-    assert retrieval._on_the_configured_database()
+        statements._SEARCH_SETTINGS.current = None
+    assert statements._on_the_configured_database()

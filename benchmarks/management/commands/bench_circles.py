@@ -139,7 +139,9 @@ class Command(BaseCommand):
         self._run(options, fractions)
 
     def _run(self, options: dict, fractions: list[float]) -> None:
-        from memories import retrieval
+        from memories import gate, retrieval
+        from memories.search import circles, statements
+        from memories.search import knn as search_knn  # (knn below: the bench's own)
 
         rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
@@ -169,13 +171,13 @@ class Command(BaseCommand):
         def knn(query):
             # As circle_memory_search calls it: the gate compiled once, built as a queryset on demand,
             # in a search's own transaction (no parallel workers).
-            with retrieval._search_transaction():
+            with statements._search_transaction():
                 return [
                     memory_id
-                    for memory_id, _ in retrieval._circle_neighbours(
+                    for memory_id, _ in circles._circle_neighbours(
                         lambda: retrieval.circle_visible_memories(circle.pk, viewer),
                         query,
-                        visible=retrieval._compiled_circle_scope(
+                        visible=gate._compiled_circle_scope(
                             circle.pk, viewer, for_agent=False, read_by_several=False
                         ),
                         circle_id=circle.pk,
@@ -187,7 +189,7 @@ class Command(BaseCommand):
         def exact(query):
             with transaction.atomic():
                 scope = retrieval.circle_visible_memories(circle.pk, viewer)
-                return [memory_id for memory_id, _ in retrieval._exact_neighbours(scope, query, limit)]
+                return [memory_id for memory_id, _ in search_knn._exact_neighbours(scope, query, limit)]
 
         words = [text.query() for _ in range(len(queries))]
 

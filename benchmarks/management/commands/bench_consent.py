@@ -128,6 +128,7 @@ class Command(BaseCommand):
 
     def _run(self, options: dict, sizes: list[int]) -> None:
         from memories import retrieval
+        from memories.search import vector
 
         rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
@@ -155,7 +156,7 @@ class Command(BaseCommand):
             with transaction.atomic():
                 return [
                     memory_id
-                    for memory_id, _ in retrieval._nearest_neighbours(
+                    for memory_id, _ in vector._nearest_neighbours(
                         agent_scope, query, owner_id=seeded.user_id, limit=limit, gated=True
                     )
                 ]

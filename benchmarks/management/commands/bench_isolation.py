@@ -12,7 +12,7 @@ compares like with like; two separate runs of a few minutes each differed by up
 to 1.8x on their own. Each database keeps its own connection and its own search
 hints (retrieval.hint_caches). Recall is against each database's exact answer.
 Both run a hybrid search's two sides one after the other on that connection: the
-search helper (retrieval._SideRunner) keeps a connection to the database the settings
+search helper (memories.search.statements._SideRunner) keeps a connection to the database the settings
 name, so it is switched off for the whole run rather than used on one side only.
 """
 

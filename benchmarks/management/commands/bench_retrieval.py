@@ -301,18 +301,19 @@ class Command(BaseCommand):
 
 
 def _text_side_runs() -> str:
-    """Where a hybrid search's full-text side runs (memories.retrieval._SideRunner)."""
+    """Where a hybrid search's full-text side runs (memories.search.statements: _SideRunner)."""
     if getattr(django_settings, "SEARCH_SIDES_IN_PARALLEL", False):
         return "on the search helper's connection, beside the vector side (KEEPSAKE_SEARCH_PARALLEL)"
     return "after the vector side, on one connection (KEEPSAKE_SEARCH_PARALLEL=false)"
 
 
 def _search_transactions() -> str:
-    """How a search's BEGIN, settings and COMMIT reach the server (memories.retrieval._SearchSettings)."""
-    from memories import retrieval
+    """How a search's BEGIN, settings and COMMIT reach the server (memories.search.statements:
+    _SearchSettings)."""
+    from memories.search import statements
 
-    with retrieval._search_transaction():
-        pipelined = retrieval._SEARCH_SETTINGS.current.pipelined
+    with statements._search_transaction():
+        pipelined = statements._SEARCH_SETTINGS.current.pipelined
     if pipelined:
         return "sent with their statements (KEEPSAKE_SEARCH_PIPELINE)"
     return "each statement on its own (KEEPSAKE_SEARCH_PIPELINE=false, or no pipelining here)"
