@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -20,12 +21,44 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default")
 def pytest_configure(config: pytest.Config) -> None:
     if not os.environ.get("DATABASE_URL") and embedded.postgres_address() is None:
         pytest.exit(embedded.NOT_RUNNING_HELP + "\n(`make test` starts it for you.)", returncode=1)
+    suite_redis_db(SECOND_OWN_DB)  # too many workers for the Redis databases: say so before any test
 
 
-# Saves publish Celery tasks after commit (in transactional tests). They go to
-# their own Redis database, flushed at the start of each session, so they never
-# reach the development worker's queue. KEEPSAKE_TEST_BROKER_URL overrides it.
-TEST_BROKER_DB = 15
+# The suite's Valkey databases on the shared server (the development app keeps 0). Each
+# pytest-xdist worker has three of its own, so no worker's flush or Celery worker reaches
+# another's messages: 15, 14 and 13 for the first worker (and a run without xdist), 12, 11
+# and 10 for the second, and so on. One worker runs one test at a time, so its tests take
+# its two spare databases in turn, each flushing first.
+REDIS_DBS_PER_WORKER = 3
+# Saves publish Celery tasks after commit (in transactional tests). They go to the worker's
+# broker database, flushed at the start of each session, so they never reach the
+# development worker's queue. KEEPSAKE_TEST_BROKER_URL overrides the server and database
+# (the first worker's: the others count down from it).
+BROKER_DB = 0
+# A test's own broker (a real Celery worker's, `make run`'s, one whose queue it reads), and a
+# second one for a test that moves publishing from one broker to another.
+OWN_DB = 1
+SECOND_OWN_DB = 2
+
+
+def xdist_worker_index() -> int:
+    """0 for pytest-xdist's first worker (gw0) and for a run without xdist, 1 for gw1, …"""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+
+
+def suite_redis_db(role: int, *, top: int = 15, lowest: int = 1) -> int:
+    """The number of this worker's Redis database for `role` (BROKER_DB, OWN_DB, SECOND_OWN_DB).
+
+    Counted down from `top` (the first worker's broker database), never below `lowest`.
+    """
+    db = top - REDIS_DBS_PER_WORKER * xdist_worker_index() - role
+    if db < lowest:
+        raise pytest.UsageError(
+            f"The suite's Redis databases run out at {lowest}: at most "
+            f"{(top - lowest + 1) // REDIS_DBS_PER_WORKER} pytest-xdist workers (-n) can have "
+            f"{REDIS_DBS_PER_WORKER} each (from {top} down)."
+        )
+    return db
 
 
 def broker_url_with_db(redis_url: str, db: int) -> str:
@@ -35,16 +68,84 @@ def broker_url_with_db(redis_url: str, db: int) -> str:
     return urlunsplit(urlsplit(redis_url)._replace(path=f"/{db}"))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the longest tests first and the server_alone ones last.
+
+    `make test` hands the tests out in this order (--dist loadgroup, not reordered), one to
+    each worker first: the longest then run side by side from the start rather than one
+    after another at the end; at the end the other workers are in short tests, which a
+    server_alone test waits for.
+    """
+    if getattr(config, "workerinput", None) is None:
+        return
+
+    def place(item: pytest.Item) -> int:
+        if item.get_closest_marker("longest"):
+            return 0
+        return 2 if item.get_closest_marker("server_alone") else 1
+
+    items.sort(key=place)  # stable: otherwise in the order collected
+
+
+# The xdist workers share one PostgreSQL server, and its transaction horizon (the oldest
+# transaction still open, in any database) is the server's: a test whose assertions read it
+# (marked server_alone; a test in another worker holds its transaction open for its whole
+# run, a property test's for minutes) runs while no other worker is inside a test. Every
+# test holds a shared lock on the run's lock file through its setup, call and teardown; a
+# server_alone test holds it exclusively.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    lock = _run_lock(item.config)
+    if lock is None:
+        return (yield)
+    import fcntl
+
+    fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("server_alone") else fcntl.LOCK_SH)
+    try:
+        return (yield)
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+_RUN_LOCK = pytest.StashKey[tuple[int, str]]()
+
+
+def _run_lock(config: pytest.Config) -> int | None:
+    """This xdist run's lock file, open (None without xdist)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    if _RUN_LOCK not in config.stash:
+        import tempfile
+
+        path = os.path.join(tempfile.gettempdir(), f"keepsake-tests-{workerinput['testrunuid']}.lock")
+        config.stash[_RUN_LOCK] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600), path
+    return config.stash[_RUN_LOCK][0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _RUN_LOCK in config.stash:
+        descriptor, path = config.stash[_RUN_LOCK]
+        os.close(descriptor)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)  # a worker still running keeps its open one, alone by then
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_test_broker() -> None:
+    from urllib.parse import urlsplit
+
     import redis
     from django.conf import settings as django_settings
 
     from config.celery import app as celery_app
 
-    url = os.environ.get("KEEPSAKE_TEST_BROKER_URL") or broker_url_with_db(
-        django_settings.REDIS_URL, TEST_BROKER_DB
-    )
+    override = os.environ.get("KEEPSAKE_TEST_BROKER_URL")
+    if override:
+        top = int(urlsplit(override).path.strip("/") or 0)
+        url = broker_url_with_db(override, suite_redis_db(BROKER_DB, top=top, lowest=0))
+    else:
+        url = broker_url_with_db(django_settings.REDIS_URL, suite_redis_db(BROKER_DB))
     celery_app.conf.broker_url = url
     django_settings.CELERY_BROKER_URL = url
     try:

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from config import embedded
+from tests.conftest import OWN_DB, broker_url_with_db, suite_redis_db
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +31,7 @@ def test_run_serves_the_app_and_ctrl_c_stops_every_process():
     environment = dict(os.environ)
     environment["KEEPSAKE_HOST"] = f"127.0.0.1:{port}"
     # Its own broker database: this worker must not take anyone else's tasks.
-    environment["REDIS_URL"] = embedded.valkey_url().rsplit("/", 1)[0] + "/11"
+    environment["REDIS_URL"] = broker_url_with_db(embedded.valkey_url(), suite_redis_db(OWN_DB))
     process = subprocess.Popen(
         [sys.executable, "-m", "config.embedded", "run"],
         cwd=ROOT,

@@ -72,9 +72,10 @@ def _dayone(count: int) -> bytes:
     return json.dumps({"metadata": {"version": "1.0"}, "entries": entries}).encode()
 
 
-# The import's INSERT of a memory, waiting on the test's lock (embedding only ever UPDATEs).
+# The import's INSERT of a memory, waiting on the test's lock (embedding only ever UPDATEs); on
+# this test database only (other pytest-xdist workers import into theirs on the same server).
 WAITING_IMPORT = (
-    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "
     "AND query LIKE 'INSERT INTO \"memories_memory\"%%'"
 )
 
@@ -153,6 +154,7 @@ def _hold_import_mid_batch(*, job_id) -> psycopg.Connection:
     raise AssertionError(f"never caught the import mid-batch (processed: {processed}/{ENTRIES})")
 
 
+@pytest.mark.longest
 @pytest.mark.parametrize("what_dies", ["the whole worker", "the pool process"])
 def test_worker_killed_mid_import_every_entry_imported_once_and_embedded(
     alice, broker, make_worker, what_dies

@@ -21,16 +21,13 @@ from memories.services import ParticipantSpec, memory_create, memory_update
 from people.models import ConsentStatus
 from people.services import person_create, person_set_consent
 from tests.agents import conftest as agent_fixtures
-from tests.conftest import broker_url_with_db
+from tests.conftest import OWN_DB, broker_url_with_db, suite_redis_db
 from tests.memories.test_tasks import queued_messages
 
 # No rule matches this text, so the rules say `knowledge` (never expires).
 ERRAND = "Pick up the framed print from the shop on Fifth Street"
 # The chat helper's stub server (a real HTTP server on 127.0.0.1), reused as is.
 llm_stub = agent_fixtures.llm_stub
-
-# Not the database test_tasks.py or test_worker.py publish to: those may run at the same time.
-KIND_BROKER_DB = 13
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +38,8 @@ def kind_llm_on(settings):
 
 @pytest.fixture
 def kind_broker(settings):
-    """Publishing goes to a Redis database of this module's own; yields a client on it."""
-    url = broker_url_with_db(settings.REDIS_URL, KIND_BROKER_DB)
+    """Publishing goes to this test's own Redis database (its worker's spare one); yields a client on it."""
+    url = broker_url_with_db(settings.REDIS_URL, suite_redis_db(OWN_DB))
     client = redis.Redis.from_url(url)
     client.flushdb()
     previous = celery_app.conf.broker_url

@@ -24,7 +24,7 @@ from memories.services import (
     memory_update,
 )
 from people.services import person_create
-from tests.conftest import broker_url_with_db
+from tests.conftest import OWN_DB, SECOND_OWN_DB, broker_url_with_db, suite_redis_db
 
 DOG = "My dog Rex loves chasing the ball in the park"
 FETCH = "Rex the dog played fetch with a ball at the park"
@@ -49,7 +49,7 @@ def private_broker():
     """Point publishing at a Redis database of this test's own; yields a client on it."""
     from django.conf import settings
 
-    url = broker_url_with_db(settings.REDIS_URL, 14)
+    url = broker_url_with_db(settings.REDIS_URL, suite_redis_db(OWN_DB))
     client = redis.Redis.from_url(url)
     client.flushdb()
     previous = celery_app.conf.broker_url
@@ -485,9 +485,10 @@ def test_publishing_follows_the_broker_it_is_pointed_at(private_broker):
 
     assert tasks.enqueue(tasks.refresh_memories, ["here"])
     assert queued_messages(private_broker) == [(tasks.refresh_memories.name, [["here"]])]
-    other = redis.Redis.from_url(broker_url_with_db(settings.REDIS_URL, 13))
+    elsewhere = broker_url_with_db(settings.REDIS_URL, suite_redis_db(SECOND_OWN_DB))
+    other = redis.Redis.from_url(elsewhere)
     other.flushdb()
-    celery_app.conf.broker_url = broker_url_with_db(settings.REDIS_URL, 13)
+    celery_app.conf.broker_url = elsewhere
     try:
         assert tasks.enqueue(tasks.refresh_memories, ["there"])
         assert queued_messages(other) == [(tasks.refresh_memories.name, [["there"]])]

@@ -1,11 +1,10 @@
 """A real Celery worker process on the real broker, against the test database.
 
-Isolation: the worker and this test use their own Redis database (WORKER_TEST_DB,
-flushed first) and their own queues (WORKER_TEST_QUEUE, and WORKER_TEST_BULK_QUEUE
-for bulk embedding), so neither the
-development worker nor other test sessions see these messages, and this worker
-takes nothing else. The worker gets the test
-database's name in its environment.
+Isolation: the worker and this test use their own Redis database (WORKER_TEST_DB, the
+pytest-xdist worker's spare one, flushed first) and their own queues (WORKER_TEST_QUEUE,
+and WORKER_TEST_BULK_QUEUE for bulk embedding), so neither the development worker nor
+other test sessions see these messages, and this worker takes nothing else. The worker
+gets the test database's name in its environment.
 """
 
 from __future__ import annotations
@@ -30,12 +29,12 @@ from memories import tasks
 from memories.models import EdgeKind, Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create, memory_edges_refresh_many
 from people.services import person_create
-from tests.conftest import broker_url_with_db
+from tests.conftest import OWN_DB, broker_url_with_db, suite_redis_db
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 BASE_DIR = Path(__file__).resolve().parents[2]
-WORKER_TEST_DB = 12
+WORKER_TEST_DB = suite_redis_db(OWN_DB)
 WORKER_TEST_QUEUE = "keepsake-worker-test"
 WORKER_TEST_BULK_QUEUE = "keepsake-worker-test-bulk"
 CLAIM_TIMEOUT = 3  # seconds; short so the claim of the killed worker goes stale quickly

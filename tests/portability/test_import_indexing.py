@@ -32,9 +32,8 @@ NOTE = "still being indexed — search finds them by words meanwhile"
 
 
 @pytest.fixture(autouse=True)
-def _own_broker_db_and_queues(monkeypatch):
-    # Other worker tests may run at the same time: their workers must not take our tasks.
-    monkeypatch.setattr(worker_test, "WORKER_TEST_DB", 10)
+def _own_queues(monkeypatch):
+    # Queues of our own: a worker left from another test must not take our tasks.
     monkeypatch.setattr(worker_test, "WORKER_TEST_QUEUE", "keepsake-indexing-test")
     monkeypatch.setattr(worker_test, "WORKER_TEST_BULK_QUEUE", "keepsake-indexing-test-bulk")
 

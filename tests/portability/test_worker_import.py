@@ -15,9 +15,8 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def _own_broker_db_and_queue(monkeypatch):
-    # The memories worker test may run at the same time: its worker must not take our tasks.
-    monkeypatch.setattr(worker_test, "WORKER_TEST_DB", 13)
+def _own_queues(monkeypatch):
+    # Queues of our own: a worker left from another test must not take our tasks.
     monkeypatch.setattr(worker_test, "WORKER_TEST_QUEUE", "keepsake-import-worker-test")
     monkeypatch.setattr(worker_test, "WORKER_TEST_BULK_QUEUE", "keepsake-import-worker-test-bulk")
 
