@@ -68,5 +68,13 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The whole suite on pytest-xdist workers, each with its own test database and Redis
+# databases (tests/conftest.py). Tests are handed out one by one as workers come free, in
+# the order tests/conftest.py sets (the longest first, one to each worker); a module
+# marked xdist_group stays on one worker (its module fixtures start a server or load a
+# model once). PYTEST_ARGS comes last: PYTEST_ARGS="-n 0 tests/people" runs a subset in
+# one process. Timings: docs/development.md.
+TEST_WORKERS ?= 2
 test: $(STAMP) vendor chromium lint
-	$(PY) -m config.embedded exec -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
+	  --no-loadscope-reorder $(PYTEST_ARGS)

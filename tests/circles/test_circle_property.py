@@ -805,6 +805,7 @@ def vector_path(path: str) -> contextlib.AbstractContextManager:
     return stack
 
 
+@pytest.mark.longest
 @privacy_settings
 @given(spec=world_spec, path=st.sampled_from(["exact", "index"]))
 def test_circle_surfaces_agree_with_the_reference_policy(spec, path):
@@ -817,6 +818,7 @@ def test_circle_surfaces_agree_with_the_reference_policy(spec, path):
         pass
 
 
+@pytest.mark.longest
 @pytest.mark.django_db(transaction=True)
 @privacy_settings
 @given(spec=world_spec)

@@ -34,7 +34,8 @@ from tests.faults.conftest import BASE_DIR, wait_until
 
 # django_db: without it pytest-django sets up no test database, and the copy below
 # would be of the development database.
-pytestmark = [pytest.mark.faults, pytest.mark.django_db]
+# One pytest-xdist worker runs the whole module: its private server and gunicorn start once.
+pytestmark = [pytest.mark.faults, pytest.mark.django_db, pytest.mark.xdist_group("postgres_restart")]
 
 MEMORY_FORM = {
     "title": "",

@@ -19,6 +19,9 @@ from memories import embedding_export, embeddings
 from memories.models import Memory
 from memories.retrieval import memory_search
 
+# One pytest-xdist worker runs the whole module: the encoders load once.
+pytestmark = pytest.mark.xdist_group("embeddings_onnx")
+
 MORE_TEXTS = [
     "puppy playing fetch",
     "Our dog chased the ball across the beach",
