@@ -208,6 +208,11 @@ def memory_update(
 @retry_on_conflict
 @transaction.atomic
 def memory_delete(*, memory: Memory) -> None:
+    # The row first, then what references it: a worker about to point an edge at this
+    # memory (memories_lock_for_reference) now waits for the deletion and skips it.
+    # Collecting the references before holding the row let the worker delete and
+    # rewrite the same edges meanwhile, each side waiting on the other (a deadlock).
+    Memory.objects.select_for_update().filter(pk=memory.pk).values_list("pk", flat=True).first()
     memory.delete()
 
 
@@ -455,6 +460,29 @@ def _shared_person_targets(*, memory_id: uuid.UUID, owner_id: int) -> list[tuple
     return [(row["memory_id"], float(row["shared"])) for row in rows]
 
 
+def memories_lock_for_reference(memory_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+    """Lock these memories FOR KEY SHARE until the transaction ends; returns the ones that exist.
+
+    For a worker about to write rows that point at memories (edges, supersession
+    proposals). Without it, a memory deleted meanwhile made the worker's COMMIT fail
+    on the foreign key, or (if the worker committed first) left the deletion with a
+    reference it had not seen. The lock conflicts only with deleting the row (or
+    changing its key): edits and other workers go on. A deletion that holds the row
+    makes this wait until it commits, and the row is then not returned: skip it. A
+    deletion that comes after waits for this transaction, and the database's ON
+    DELETE CASCADE (migration 0017) removes what this wrote. Locked in id order.
+    """
+    ids = sorted(set(memory_ids))
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {Memory._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR KEY SHARE",
+            [ids],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
     """Replace this memory's computed edges (atomically) from its current state.
 
@@ -487,6 +515,12 @@ def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
             (EdgeKind.SHARED_PERSON, target_id, weight)
             for target_id, weight in _shared_person_targets(memory_id=memory_id, owner_id=memory["owner_id"])
         ]
+        # The memory and its targets must still exist when the edges are written (a
+        # deletion may be running now): locked here, the gone ones left out.
+        present = memories_lock_for_reference([memory_id, *(target_id for _, target_id, _ in targets)])
+        if memory_id not in present:
+            return set()
+        targets = [target for target in targets if target[1] in present]
         pointing_here = set(
             MemoryEdge.objects.filter(target_id=memory_id, kind__in=COMPUTED_EDGE_KINDS).values_list(
                 "source_id", flat=True

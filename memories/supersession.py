@@ -38,6 +38,7 @@ from memories.models import (
     ProposalStatus,
     SupersessionProposal,
 )
+from memories.services import memories_lock_for_reference
 
 # --- Rules ---------------------------------------------------------------------------------
 
@@ -217,18 +218,24 @@ def supersession_propose(*, memory_id: uuid.UUID, limit: int = 3) -> list[Supers
             for candidate in candidates
             if subjects[candidate.pk] == subjects[memory.pk] and memory_sharing_scope(candidate) == scope
         ][:limit]
-        SupersessionProposal.objects.bulk_create(
-            [
-                SupersessionProposal(
-                    owner_id=memory.owner_id,
-                    older=candidate,
-                    newer=memory,
-                    similarity=round(1.0 - candidate.distance, 4),
-                )
-                for candidate in chosen
-            ],
-            ignore_conflicts=True,
-        )
+        with transaction.atomic():
+            # A memory deleted meanwhile is skipped, never a failed COMMIT (memories_lock_for_reference).
+            present = memories_lock_for_reference([memory.pk, *(candidate.pk for candidate in chosen)])
+            if memory.pk not in present:
+                return []
+            chosen = [candidate for candidate in chosen if candidate.pk in present]
+            SupersessionProposal.objects.bulk_create(
+                [
+                    SupersessionProposal(
+                        owner_id=memory.owner_id,
+                        older=candidate,
+                        newer=memory,
+                        similarity=round(1.0 - candidate.distance, 4),
+                    )
+                    for candidate in chosen
+                ],
+                ignore_conflicts=True,
+            )
         proposals = list(
             SupersessionProposal.objects.filter(
                 newer=memory,
