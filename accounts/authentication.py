@@ -35,8 +35,8 @@ class BearerTokenAuthentication(BaseAuthentication):
         if not header or header[0].lower() != self.keyword.lower().encode():
             return None
         try:
-            # An address that has used up its failed attempts is refused before its token is read.
-            ratelimits.token_address_check(request)
+            # The token is read first: a valid one always works, whatever else this
+            # address has tried; only failures are counted, and refused past the limit.
             token = self._token(header)
             if token is None:
                 ratelimits.token_failure_record(request)

@@ -1,5 +1,8 @@
 """Rate limits for sign-up, password change and token authentication (login is django-axes').
 
+Each limit slows or refuses the *failed* or costly attempts it counts, and none can
+lock anyone out: see SECURITY.md ("Limits") for the threat model and each one's purpose.
+
 Counts are django-ratelimit's fixed windows in the shared cache (Valkey, the
 `ratelimit` alias in settings.CACHES), so every web worker and thread sees the
 same numbers. Each limit is `count/period` (settings.KEEPSAKE_RATELIMITS): once a
@@ -8,8 +11,12 @@ and the window always ends on its own — a lock-out lasts one period at most.
 
 Who is counted, and why (an attacker must never be able to lock the owner out):
 
-- Tokens: *failed* attempts per address. A wrong-token flood locks only the
-  address it comes from; the token's holder elsewhere is never touched. Failures
+- Tokens: *failed* attempts per address, and only failed attempts are refused. The
+  token is always read first: a valid token works whatever the address has tried
+  (a family behind one router, an office or a proxy shares an address, and one
+  stale token on one machine must not cut the others' agents off). Past the limit,
+  a wrong token from that address answers 429 with Retry-After instead of 401,
+  which slows a guesser and tells a misconfigured client to stop. Failures
   are not counted per account: a token is 256 random bits, so guessing it is
   hopeless with or without such a count, and a per-account lock would only hand a
   stranger a switch that cuts the owner's agents off. Per account, the *successful*
@@ -128,22 +135,22 @@ def _account_key(user_id: object):
 # --- Tokens (API and /mcp/) ------------------------------------------------------
 
 
-def token_address_check(request: HttpRequest) -> None:
-    """Before a token is looked at: refuse an address that has used up its failed attempts."""
+def token_failure_record(request: HttpRequest) -> None:
+    """A wrong, malformed or revoked token was tried from this address: count it, refuse past the limit.
+
+    Called only once the token has been read and found wanting, so the count and the
+    refusal never touch a valid token (issue #40: checking the address first refused
+    the right token for a quarter of an hour after someone else's wrong ones).
+    """
     name = "token_failures_per_address"
-    usage = _usage(request, name=name, group=TOKEN_FAILURES, key="ip", increment=False)
-    limited = _limited(name, usage, at_most="peek")
+    usage = _usage(request, name=name, group=TOKEN_FAILURES, key="ip", increment=True)
+    limited = _limited(name, usage, at_most="count")
     if limited is not None:
         raise TokenAttemptsLimited(
             limited,
-            "Too many failed token attempts from your address: token requests from it are paused. "
-            f"Try again in {limited.retry_after_text}.",
+            "Too many failed token attempts from your address: wrong tokens from it are refused "
+            f"(a valid token still works). Try again in {limited.retry_after_text}.",
         )
-
-
-def token_failure_record(request: HttpRequest) -> None:
-    """A wrong, malformed or revoked token was tried from this address."""
-    _usage(request, name="token_failures_per_address", group=TOKEN_FAILURES, key="ip", increment=True)
 
 
 def token_request_record(request: HttpRequest, *, owner_id: object) -> None:
@@ -157,6 +164,29 @@ def token_request_record(request: HttpRequest, *, owner_id: object) -> None:
             "Too many requests with this account's tokens: slow down. "
             f"Try again in {limited.retry_after_text}.",
         )
+
+
+# --- Logins (django-axes) -------------------------------------------------------------
+
+# django-axes' AccessAttempt.username column.
+LOGIN_USERNAME_RECORD_LENGTH = 255
+
+
+def login_username(request: HttpRequest, credentials: dict | None) -> str | None:
+    """The username django-axes counts a login attempt under (settings.AXES_USERNAME_CALLABLE).
+
+    Django's login form does not enforce the username's length, so axes used to try to
+    store whatever was typed and failed (a 500) past its 255-character column. NUL is
+    removed (PostgreSQL cannot store it); a longer name keeps its first 255 characters,
+    which can name no real account (usernames are at most 150).
+    """
+    if credentials:
+        username = credentials.get("username")
+    else:
+        username = getattr(request, "data", request.POST).get("username")
+    if username is None:
+        return None
+    return str(username).replace("\x00", "")[:LOGIN_USERNAME_RECORD_LENGTH]
 
 
 # --- Web forms -------------------------------------------------------------------

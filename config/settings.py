@@ -141,18 +141,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Failed logins (django-axes): after AXES_FAILURE_LIMIT failures for one account,
-# or from one address, further attempts answer 429 with a clear page for the
-# cool-off time. The lock-out always ends on its own: an attacker can delay the
-# owner by the cool-off at most, never lock them out for good; a successful login
-# clears the count.
+# Failed logins (django-axes): after AXES_FAILURE_LIMIT failures for one account
+# from one address, further attempts at that account from that address answer 429
+# with a clear page for the cool-off time. Counted per (username, address) pair, never
+# per account alone: wrong passwords from one address must not lock the owner out
+# from another (issue #40; SECURITY.md). The lock-out always ends on its own; a
+# successful login clears the count.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=10)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# The username as recorded: NUL removed, at most the record's 255 characters (a longer
+# one was a 500; no account's name is that long, so the prefix names no one else).
+AXES_USERNAME_CALLABLE = "accounts.ratelimits.login_username"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429

@@ -92,8 +92,9 @@ def test_wrong_tokens_from_one_address_answer_429_json_with_retry_after(client, 
     assert "Too many failed token attempts from your address" in refused.json()["detail"]
     retry_after = int(refused["Retry-After"])
     assert 0 < retry_after <= 15 * 60
-    # The flooding address is paused for every token, the right one included.
-    assert api(client, owner_token, ATTACKER).status_code == 429
+    # Only failures are refused: the right token from the very same address works.
+    assert api(client, owner_token, ATTACKER).status_code == 200
+    assert api(client, WRONG_TOKEN, ATTACKER).status_code == 429
 
 
 def test_the_right_token_from_another_address_still_works(client, limits, owner_token):
@@ -117,6 +118,22 @@ def test_malformed_and_revoked_tokens_count_as_failures(client, limits, alice):
     assert api(client, "not-a-token", ATTACKER).status_code == 429
 
 
+def test_a_valid_token_always_works_from_an_address_that_sent_thirty_wrong_ones(
+    client, settings, owner_token, agent_token
+):
+    """Issue #40: one stale token on one machine behind a shared router must not cut off the rest."""
+    assert settings.KEEPSAKE_RATELIMITS["token_failures_per_address"] == "30/15m"  # the default
+    for _ in range(30):
+        assert api(client, WRONG_TOKEN, ATTACKER).status_code == 401
+    assert api(client, WRONG_TOKEN, ATTACKER).status_code == 429
+    assert mcp(client, WRONG_TOKEN, ATTACKER).status_code == 429
+    for _ in range(3):
+        assert api(client, owner_token, ATTACKER).status_code == 200
+        assert mcp(client, agent_token, ATTACKER).status_code == 200
+    # The valid requests did not reset the count: failures from the address stay refused.
+    assert api(client, WRONG_TOKEN, ATTACKER).status_code == 429
+
+
 def test_requests_without_a_token_are_not_counted(client, limits, owner_token):
     for _ in range(5):
         assert client.get("/api/v1/memories/", REMOTE_ADDR=ATTACKER).status_code == 401
@@ -126,7 +143,7 @@ def test_requests_without_a_token_are_not_counted(client, limits, owner_token):
 def test_the_address_lock_out_ends_when_the_window_passes(client, limits, owner_token, later):
     for _ in range(4):
         api(client, WRONG_TOKEN, ATTACKER)
-    assert api(client, owner_token, ATTACKER).status_code == 429
+    assert api(client, WRONG_TOKEN, ATTACKER).status_code == 429
     later(15 * 60 + 1)
     assert api(client, owner_token, ATTACKER).status_code == 200
     # A fresh window: the address has its full count of attempts again.
@@ -171,7 +188,7 @@ def test_mcp_wrong_tokens_answer_429_json_and_the_holder_elsewhere_still_works(c
     assert body["error"] == "too_many_requests"
     assert "Too many failed token attempts" in body["error_description"]
     assert int(refused["Retry-After"]) == body["retry_after"] > 0
-    assert mcp(client, agent_token, ATTACKER).status_code == 429
+    assert mcp(client, agent_token, ATTACKER).status_code == 200  # only failures are refused
     answered = mcp(client, agent_token, HOLDER)
     assert answered.status_code == 200
     assert answered.json()["result"] == {}
@@ -181,7 +198,9 @@ def test_api_and_mcp_failures_share_one_count(client, limits, agent_token):
     api(client, WRONG_TOKEN, ATTACKER)
     mcp(client, WRONG_TOKEN, ATTACKER)
     api(client, WRONG_TOKEN, ATTACKER)
-    assert mcp(client, agent_token, ATTACKER).status_code == 429
+    assert mcp(client, WRONG_TOKEN, ATTACKER).status_code == 429
+    assert api(client, WRONG_TOKEN, ATTACKER).status_code == 429
+    assert mcp(client, agent_token, ATTACKER).status_code == 200
 
 
 def test_mcp_without_a_token_is_not_counted(client, limits, agent_token):
