@@ -10,6 +10,7 @@ thread for the ORM (`sync_to_async(thread_sensitive=True)`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,7 +92,97 @@ async def _call_tool(tool: Callable[..., dict[str, Any]], **arguments: Any) -> d
     return await sync_to_async(_run_tool, thread_sensitive=True)(tool, arguments)
 
 
-server: MCPServer = MCPServer("keepsake", title="Keepsake", instructions=INSTRUCTIONS)
+def _describe(value: Any) -> str:
+    """How a refused argument's value is named in the error: its JSON, and its JSON type."""
+    kind = (
+        "a boolean"
+        if isinstance(value, bool)
+        else "a number"
+        if isinstance(value, int | float)
+        else "text"
+        if isinstance(value, str)
+        else "a list"
+        if isinstance(value, list)
+        else "an object"
+        if isinstance(value, dict)
+        else "null"
+    )
+    shown = json.dumps(value, default=str)
+    return f"{shown[:40]}{'…' if len(shown) > 40 else ''} ({kind})"
+
+
+def _json_type_matches(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether `value` has the JSON type the tool's input schema declares; never coerces.
+
+    Only the types these tools use: a boolean is not a number, a number is not text,
+    text is not a number (pydantic's lax mode would take `true` and `"10"` as 1 and 10).
+    """
+    if "anyOf" in schema:
+        return any(_json_type_matches(value, option) for option in schema["anyOf"])
+    expected = schema.get("type")
+    if expected == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "null":
+        return value is None
+    if expected == "array":
+        items = schema.get("items", {})
+        return isinstance(value, list) and all(_json_type_matches(item, items) for item in value)
+    return expected is None
+
+
+_TYPE_WORDS = {"integer": "a whole number", "string": "text", "array": "a list of text", "null": "null"}
+
+
+def _expected_words(schema: dict[str, Any]) -> str:
+    options = schema.get("anyOf", [schema])
+    return " or ".join(_TYPE_WORDS.get(option.get("type", ""), "a value") for option in options)
+
+
+def check_tool_arguments(name: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Refuse unknown, missing or wrongly typed arguments with a message that says which and why.
+
+    As the REST API does (config.api_inputs: StrictBooleanField, StrictCharField): the
+    caller is told, never guessed for. Checked against the input schema the tool publishes.
+    """
+    properties: dict[str, Any] = parameters.get("properties", {})
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        listed = ", ".join(repr(argument)[:60] for argument in unknown[:5])
+        raise ToolError(
+            f"Unknown argument{'s' if len(unknown) > 1 else ''} for {name}: {listed}. "
+            f"It takes: {', '.join(properties)}."
+        )
+    missing = [argument for argument in parameters.get("required", []) if argument not in arguments]
+    if missing:
+        raise ToolError(f"Missing argument for {name}: {', '.join(missing)}.")
+    for argument, value in arguments.items():
+        schema = properties[argument]
+        if not _json_type_matches(value, schema):
+            raise ToolError(
+                f"Invalid argument for {name}: {argument} must be {_expected_words(schema)}, "
+                f"not {_describe(value)}."
+            )
+
+
+class StrictArgumentsServer(MCPServer):
+    """MCPServer whose tools take exactly their declared arguments, of exactly their declared types."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            check_tool_arguments(name, tool.parameters, arguments or {})
+        return await super().call_tool(name, arguments, context)
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> None:
+        super().add_tool(*args, **kwargs)
+        # Say so in the published schema too: clients that validate before sending learn it there.
+        for tool in self._tool_manager.list_tools():
+            tool.parameters["additionalProperties"] = False
+
+
+server: MCPServer = StrictArgumentsServer("keepsake", title="Keepsake", instructions=INSTRUCTIONS)
 
 Limit = Annotated[
     int,

@@ -305,8 +305,8 @@ def test_bad_arguments_are_tool_errors_with_clear_messages(transport, world):
     messages = transport.session(world.agent_token, work)
     assert messages[0].endswith("query must not be empty.")
     assert messages[1].endswith("limit must be a whole number from 1 to 100.")
-    assert "limit" in messages[2] and "valid integer" in messages[2]
-    assert "query" in messages[3] and "Field required" in messages[3]
+    assert messages[2].endswith('limit must be a whole number, not "many" (text).')
+    assert messages[3].endswith("Missing argument for search_memories: query.")
     assert messages[4].endswith("start must be an ISO date such as 2024-05-31, not 'March'.")
     assert messages[5].endswith("start (2024-04-01) must be on or before end (2024-03-01).")
     assert messages[6].endswith("memory_id must be a memory's id (a UUID), not 'not-a-uuid'.")
