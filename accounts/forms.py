@@ -53,3 +53,51 @@ class TokenCreateForm(forms.Form):
     @property
     def agent(self) -> Agent | None:
         return self.agents.get(self.cleaned_data["acts_as"])
+
+
+class SecondFactorForm(forms.Form):
+    """The second step of a sign-in: a code from the app, or a recovery code."""
+
+    code = forms.CharField(
+        label="Code",
+        max_length=40,
+        help_text="The 6-digit code your authenticator app shows, or one of your recovery codes.",
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "autocapitalize": "none", "spellcheck": "false"}
+        ),
+    )
+
+
+class TotpConfirmForm(forms.Form):
+    """Enrolment: the code the app made from the secret just scanned."""
+
+    code = forms.CharField(
+        label="Code from the app",
+        max_length=12,
+        widget=forms.TextInput(
+            attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "pattern": "[0-9 ]*"}
+        ),
+    )
+
+
+class TwoFactorDisableForm(forms.Form):
+    """Turning two-factor off: the password, or a current code (either one is enough)."""
+
+    password = forms.CharField(
+        label="Your password",
+        required=False,
+        max_length=4096,
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
+    code = forms.CharField(
+        label="Or a code from the app, or a recovery code",
+        required=False,
+        max_length=40,
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "autocapitalize": "none"}),
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("password") and not cleaned.get("code"):
+            raise forms.ValidationError("Give your password or a code.")
+        return cleaned

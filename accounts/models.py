@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class TokenKind(models.TextChoices):
@@ -57,3 +58,81 @@ class AccessToken(models.Model):
     @property
     def is_agent(self) -> bool:
         return self.kind == TokenKind.AGENT
+
+
+# --- Accounts worth trusting: second factors, passkeys, signed-in browsers ---------------
+# The authenticator app's secret (TOTP) is django-otp's TOTPDevice; the rows below are the
+# rest. Each is scoped by `owner`, like every table that holds one person's data.
+
+
+class RecoveryCode(models.Model):
+    """One single-use recovery code. Only its SHA-256 is kept: the codes are shown once.
+
+    A code is 50 random bits, so a plain hash is enough (nothing to guess from it);
+    `used_at` is set by a conditional UPDATE, so two requests can never both use one.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="recovery_codes"
+    )
+    code_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "code_hash"], name="recovery_code_unique_per_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return f"recovery code of {self.owner_id} ({'used' if self.used_at else 'unused'})"
+
+
+class Passkey(models.Model):
+    """A WebAuthn credential (a passkey) the owner registered: its id, public key and counter."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="passkeys")
+    name = models.CharField(max_length=60)
+    credential_id = models.BinaryField(max_length=1023, unique=True)
+    public_key = models.BinaryField()
+    sign_count = models.BigIntegerField(default=0)
+    # "singleDevice" or "multiDevice" (synced passkeys), as the authenticator said.
+    device_type = models.CharField(max_length=20, blank=True)
+    backed_up = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"passkey {self.name!r} of {self.owner_id}"
+
+
+class SignedInSession(models.Model):
+    """One signed-in browser: the Sessions page's row, keyed by the session it describes.
+
+    Small on purpose: the device is a few words read from the User-Agent, and
+    `last_seen_at` is written at most once a minute per session (accounts/middleware.py).
+    Signing a browser out deletes its session from the session store and this row.
+    """
+
+    # The page names a browser by `id`, never by its session key: the key is a bearer secret.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session_key = models.CharField(max_length=40, unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="signed_in_sessions"
+    )
+    device = models.CharField(max_length=100)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    # How this browser signed in: "password", "password and authenticator code", "passkey", ...
+    method = models.CharField(max_length=60, blank=True)
+    signed_in_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        indexes = [models.Index(fields=["owner", "-last_seen_at"], name="signed_in_session_owner_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.device} of {self.owner_id}"

@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
-from accounts import ratelimits
+from accounts import ratelimits, sessions
 from accounts.forms import SignupForm, TokenCreateForm
 from accounts.selectors import access_token_get, access_token_list
 from accounts.services import access_token_create, access_token_revoke, user_signup
@@ -60,9 +60,13 @@ def signup(request: HttpRequest) -> HttpResponse:
             password=form.cleaned_data["password1"],
             email=form.cleaned_data.get("email") or "",
         )
+        setattr(request, sessions.REQUEST_METHOD_ATTRIBUTE, "sign-up")
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"Welcome, {user.get_username()}. Your journal is ready.")
-        return redirect(next_url or reverse("timeline"))
+        response = redirect(next_url or reverse("timeline"))
+        # The browser that made the account is not "new" at its next sign-in.
+        sessions.browser_remember(request=request, response=response, user=user)
+        return response
     return render(request, "accounts/signup.html", {"form": form, "next": next_url})
 
 

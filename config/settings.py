@@ -55,6 +55,9 @@ INSTALLED_APPS = [
     "linked",
     "inbox",
     "axes",
+    # Second factors: the authenticator-app (TOTP) device; accounts/two_factor.py uses it.
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "insights",
     "backups",
     "benchmarks",
@@ -71,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The Sessions page's record of each signed-in browser (last seen, at most once a minute).
+    "accounts.middleware.SignedInSessionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -163,6 +168,13 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 # Behind docker-compose's proxy the client address is X-Forwarded-For's first entry.
 AXES_IPWARE_PROXY_COUNT = env.int("AXES_PROXY_COUNT", default=0)
+
+# Two-factor sign-in and passkeys (accounts/two_factor.py, accounts/passkeys.py). The
+# passkeys' relying party is this site's host name unless WEBAUTHN_RP_ID names one (a
+# passkey made for one host name works only there); the origin is checked against the request's.
+OTP_TOTP_ISSUER = env("OTP_TOTP_ISSUER", default="Keepsake")
+WEBAUTHN_RP_ID = env("WEBAUTHN_RP_ID", default="")
+WEBAUTHN_RP_NAME = env("WEBAUTHN_RP_NAME", default="Keepsake")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "timeline"

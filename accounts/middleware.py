@@ -1,0 +1,23 @@
+"""Keeps each signed-in browser's record for the Sessions page (accounts/sessions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from accounts.sessions import signed_in_session_touch
+
+
+class SignedInSessionMiddleware:
+    """After authentication: a session signed out elsewhere is logged out here; `last_seen_at`
+    is refreshed at most once a minute. Bearer-token requests have no session and pass by."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        session = getattr(request, "session", None)
+        if session is not None and session.session_key and request.user.is_authenticated:
+            signed_in_session_touch(request=request)
+        return self.get_response(request)
