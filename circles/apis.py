@@ -71,6 +71,7 @@ from circles.services import (
     memory_unshare,
 )
 from config.api_inputs import StrictCharField
+from config.api_outputs import results_of
 from config.limits import API_MAX_OFFSET
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.retrieval import MAX_LIMIT, circle_memory_search
@@ -85,6 +86,7 @@ NOT_FOUND = error_response(
     "always the same answer."
 )
 OWNER_ONLY = error_response("A member asked for something only the circle's owner may do.")
+OWNER_RESPONSES = {403: OWNER_ONLY, 404: NOT_FOUND}
 
 
 class AgentTokensNotFound(permissions.BasePermission):
@@ -109,6 +111,25 @@ class AgentTokensReadCircles(permissions.BasePermission):
 
 
 A2A_PERMISSIONS = [*APIView.permission_classes, AgentTokensReadCircles]
+
+
+# The endpoints' three kinds (no docstrings: drf-spectacular would print them on every operation).
+# A circle endpoint: people's tokens only (an agent token's answer is 404).
+@extend_schema(tags=["circles"])
+class CircleApi(APIView):
+    permission_classes = PERMISSIONS
+
+
+# A read of a circle's memories: a member, or their agent when the circle allows A2A.
+@extend_schema(tags=["circles"])
+class CircleReadApi(APIView):
+    permission_classes = A2A_PERMISSIONS
+
+
+# The owner's side of sharing one of their memories: people's tokens only.
+@extend_schema(tags=["sharing"])
+class SharingApi(APIView):
+    permission_classes = PERMISSIONS
 
 
 def _circle_reader(request: Request, circle_id):
@@ -209,10 +230,7 @@ class JoinRequestOutputSerializer(serializers.Serializer):
 
 
 # --- Circles ------------------------------------------------------------------------------------
-@extend_schema(tags=["circles"])
-class CircleListApi(APIView):
-    permission_classes = PERMISSIONS
-
+class CircleListApi(CircleApi):
     class InputSerializer(serializers.Serializer):
         name = StrictCharField(max_length=CIRCLE_NAME_MAX_LENGTH)
         description = StrictCharField(
@@ -222,11 +240,7 @@ class CircleListApi(APIView):
         class Meta:
             ref_name = "CircleCreate"
 
-    class OutputSerializer(serializers.Serializer):
-        results = CircleOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "CircleList"
+    OutputSerializer = results_of(CircleOutputSerializer, "CircleList")
 
     @extend_schema(
         operation_id="circles_list",
@@ -253,10 +267,7 @@ class CircleListApi(APIView):
         return Response(_circle_detail(request, circle), status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["circles"])
-class CircleDetailApi(APIView):
-    permission_classes = PERMISSIONS
-
+class CircleDetailApi(CircleApi):
     class InputSerializer(serializers.Serializer):
         name = StrictCharField(max_length=CIRCLE_NAME_MAX_LENGTH, required=False)
         description = StrictCharField(
@@ -296,7 +307,7 @@ class CircleDetailApi(APIView):
     @extend_schema(
         operation_id="circles_destroy",
         summary="Delete a circle with its shares, invites and requests — never a memory (owner)",
-        responses={204: None, 403: OWNER_ONLY, 404: NOT_FOUND},
+        responses={204: None, **OWNER_RESPONSES},
     )
     def delete(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="delete it; a member can leave it instead")
@@ -304,15 +315,8 @@ class CircleDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["circles"])
-class CircleMemberListApi(APIView):
-    permission_classes = PERMISSIONS
-
-    class OutputSerializer(serializers.Serializer):
-        results = MemberOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "CircleMemberList"
+class CircleMemberListApi(CircleApi):
+    OutputSerializer = results_of(MemberOutputSerializer, "CircleMemberList")
 
     @extend_schema(
         operation_id="circles_members_list",
@@ -324,10 +328,7 @@ class CircleMemberListApi(APIView):
         return Response({"results": MemberOutputSerializer(circle_members(circle=circle), many=True).data})
 
 
-@extend_schema(tags=["circles"])
-class CircleMemberDetailApi(APIView):
-    permission_classes = PERMISSIONS
-
+class CircleMemberDetailApi(CircleApi):
     @extend_schema(
         operation_id="circles_members_destroy",
         summary="Remove a member (owner), or leave the circle (my own user id); effective at once",
@@ -369,10 +370,7 @@ class InviteOutputSerializer(serializers.Serializer):
         return "expired" if invite.expires_at <= timezone.now() else "active"
 
 
-@extend_schema(tags=["circles"])
-class CircleInviteListApi(APIView):
-    permission_classes = PERMISSIONS
-
+class CircleInviteListApi(CircleApi):
     class InputSerializer(serializers.Serializer):
         days = serializers.IntegerField(
             min_value=1,
@@ -394,17 +392,13 @@ class CircleInviteListApi(APIView):
         class Meta:
             ref_name = "CircleInviteCreated"
 
-    class OutputSerializer(serializers.Serializer):
-        results = InviteOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "CircleInviteList"
+    OutputSerializer = results_of(InviteOutputSerializer, "CircleInviteList")
 
     @extend_schema(
         operation_id="circles_invites_create",
         summary="Create an invite link (owner); the token is shown once",
         request=InputSerializer,
-        responses={201: CreatedSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
+        responses={201: CreatedSerializer, 400: VALIDATION_ERROR, **OWNER_RESPONSES},
     )
     def post(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="invite people")
@@ -424,7 +418,7 @@ class CircleInviteListApi(APIView):
     @extend_schema(
         operation_id="circles_invites_list",
         summary="The circle's invite links, newest first, without their tokens (owner)",
-        responses={200: OutputSerializer, 403: OWNER_ONLY, 404: NOT_FOUND},
+        responses={200: OutputSerializer, **OWNER_RESPONSES},
     )
     def get(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="see its invites")
@@ -432,14 +426,11 @@ class CircleInviteListApi(APIView):
         return Response({"results": InviteOutputSerializer(invites, many=True).data})
 
 
-@extend_schema(tags=["circles"])
-class CircleInviteDetailApi(APIView):
-    permission_classes = PERMISSIONS
-
+class CircleInviteDetailApi(CircleApi):
     @extend_schema(
         operation_id="circles_invites_destroy",
         summary="Revoke an invite link (owner); requests already made stay",
-        responses={204: None, 403: OWNER_ONLY, 404: NOT_FOUND},
+        responses={204: None, **OWNER_RESPONSES},
     )
     def delete(self, request: Request, circle_id, invite_id) -> Response:
         circle = _owned_circle(request, circle_id, action="revoke its invites")
@@ -448,10 +439,7 @@ class CircleInviteDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["circles"])
-class InviteAcceptApi(APIView):
-    permission_classes = PERMISSIONS
-
+class InviteAcceptApi(CircleApi):
     @extend_schema(
         operation_id="invites_accept",
         summary="Ask to join the invite's circle; its owner approves or declines",
@@ -473,20 +461,13 @@ class InviteAcceptApi(APIView):
         return Response(JoinRequestOutputSerializer(join_request).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["circles"])
-class CircleJoinRequestListApi(APIView):
-    permission_classes = PERMISSIONS
-
-    class OutputSerializer(serializers.Serializer):
-        results = JoinRequestOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "JoinRequestList"
+class CircleJoinRequestListApi(CircleApi):
+    OutputSerializer = results_of(JoinRequestOutputSerializer, "JoinRequestList")
 
     @extend_schema(
         operation_id="circles_requests_list",
         summary="Requests to join waiting for a decision, newest first (owner)",
-        responses={200: OutputSerializer, 403: OWNER_ONLY, 404: NOT_FOUND},
+        responses={200: OutputSerializer, **OWNER_RESPONSES},
     )
     def get(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="see requests to join")
@@ -494,38 +475,31 @@ class CircleJoinRequestListApi(APIView):
         return Response({"results": JoinRequestOutputSerializer(requests, many=True).data})
 
 
-@extend_schema(tags=["circles"])
-class CircleJoinRequestApproveApi(APIView):
-    permission_classes = PERMISSIONS
+def _join_request_decision_api(verb: str, summary: str, decide) -> type[CircleApi]:
+    """POST .../requests/{id}/<verb>/: the owner approves or declines a request to join."""
 
-    @extend_schema(
-        operation_id="circles_requests_approve",
-        summary="Approve a request to join: the person becomes a member (owner)",
-        request=None,
-        responses={200: JoinRequestOutputSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
-    )
-    def post(self, request: Request, circle_id, request_id) -> Response:
-        circle = _owned_circle(request, circle_id, action="approve requests to join")
-        join_request = circle_join_request_get(circle=circle, request_id=request_id)
-        join_request_approve(request=join_request, by=request.user)
-        return Response(JoinRequestOutputSerializer(join_request).data)
+    class JoinRequestDecisionApi(CircleApi):
+        @extend_schema(
+            operation_id=f"circles_requests_{verb}",
+            summary=summary,
+            request=None,
+            responses={200: JoinRequestOutputSerializer, 400: VALIDATION_ERROR, **OWNER_RESPONSES},
+        )
+        def post(self, request: Request, circle_id, request_id) -> Response:
+            circle = _owned_circle(request, circle_id, action=f"{verb} requests to join")
+            join_request = circle_join_request_get(circle=circle, request_id=request_id)
+            decide(request=join_request, by=request.user)  # and records the decision on join_request
+            return Response(JoinRequestOutputSerializer(join_request).data)
+
+    return JoinRequestDecisionApi
 
 
-@extend_schema(tags=["circles"])
-class CircleJoinRequestDeclineApi(APIView):
-    permission_classes = PERMISSIONS
-
-    @extend_schema(
-        operation_id="circles_requests_decline",
-        summary="Decline a request to join (owner)",
-        request=None,
-        responses={200: JoinRequestOutputSerializer, 400: VALIDATION_ERROR, 403: OWNER_ONLY, 404: NOT_FOUND},
-    )
-    def post(self, request: Request, circle_id, request_id) -> Response:
-        circle = _owned_circle(request, circle_id, action="decline requests to join")
-        join_request = circle_join_request_get(circle=circle, request_id=request_id)
-        join_request = join_request_decline(request=join_request, by=request.user)
-        return Response(JoinRequestOutputSerializer(join_request).data)
+CircleJoinRequestApproveApi = _join_request_decision_api(
+    "approve", "Approve a request to join: the person becomes a member (owner)", join_request_approve
+)
+CircleJoinRequestDeclineApi = _join_request_decision_api(
+    "decline", "Decline a request to join (owner)", join_request_decline
+)
 
 
 # --- What a member sees --------------------------------------------------------------------------
@@ -576,10 +550,7 @@ class CircleMemoryOutputSerializer(serializers.Serializer):
         return person_name_for_others(person=memory.source_person, owner_name=memory.owner.get_username())
 
 
-@extend_schema(tags=["circles"])
-class CircleMemoryListApi(APIView):
-    permission_classes = A2A_PERMISSIONS
-
+class CircleMemoryListApi(CircleReadApi):
     class FilterSerializer(serializers.Serializer):
         q = StrictCharField(
             max_length=1000,
@@ -641,10 +612,7 @@ class CircleMemoryListApi(APIView):
         return Response({"count": count, "next": next_url, "previous": previous_url, "results": results})
 
 
-@extend_schema(tags=["circles"])
-class CircleMemoryDetailApi(APIView):
-    permission_classes = A2A_PERMISSIONS
-
+class CircleMemoryDetailApi(CircleReadApi):
     @extend_schema(
         operation_id="circles_memories_retrieve",
         summary="One memory I may see in a circle",
@@ -684,21 +652,14 @@ class ShareRefusedSerializer(serializers.Serializer):
         ref_name = "ShareRefused"
 
 
-@extend_schema(tags=["sharing"])
-class MemoryShareListApi(APIView):
-    permission_classes = PERMISSIONS
-
+class MemoryShareListApi(SharingApi):
     class InputSerializer(serializers.Serializer):
         circle = serializers.UUIDField(help_text="A circle I belong to.")
 
         class Meta:
             ref_name = "MemoryShareCreate"
 
-    class OutputSerializer(serializers.Serializer):
-        results = ShareOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "MemoryShareList"
+    OutputSerializer = results_of(ShareOutputSerializer, "MemoryShareList")
 
     @extend_schema(
         operation_id="memories_shares_list",
@@ -736,10 +697,7 @@ class MemoryShareListApi(APIView):
         return Response(ShareOutputSerializer(share).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["sharing"])
-class MemoryShareDetailApi(APIView):
-    permission_classes = PERMISSIONS
-
+class MemoryShareDetailApi(SharingApi):
     @extend_schema(
         operation_id="memories_shares_destroy",
         summary="Unshare my memory from a circle (owner); members stop seeing it at once",
@@ -779,10 +737,7 @@ class AuditCircleSerializer(serializers.Serializer):
         ref_name = "AuditCircle"
 
 
-@extend_schema(tags=["sharing"])
-class MemoryAuditApi(APIView):
-    permission_classes = PERMISSIONS
-
+class MemoryAuditApi(SharingApi):
     class OutputSerializer(serializers.Serializer):
         memory = serializers.UUIDField(source="memory.pk")
         owner = AuditEntrySerializer()
@@ -843,11 +798,7 @@ class PersonAudienceConsentsApi(APIView):
                 raise serializers.ValidationError(unknown)
             return audience
 
-    class OutputSerializer(serializers.Serializer):
-        results = AudienceConsentSerializer(many=True)
-
-        class Meta:
-            ref_name = "AudienceConsentList"
+    OutputSerializer = results_of(AudienceConsentSerializer, "AudienceConsentList")
 
     class ChangedSerializer(serializers.Serializer):
         consent = AudienceConsentSerializer()

@@ -240,6 +240,7 @@ def join_request_decline(*, request: JoinRequest, by: AbstractBaseUser) -> JoinR
     locked.status = JoinRequestStatus.DECLINED
     locked.decided_at = timezone.now()
     locked.save(update_fields=["status", "decided_at"])
+    request.status, request.decided_at = locked.status, locked.decided_at
     notify(
         recipient=locked.user_id,
         kind=NotificationKind.JOIN_DECLINED,
