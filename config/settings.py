@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "agents",
     "portability",
     "circles",
+    "mail",
     "linked",
     "inbox",
     "axes",
@@ -61,6 +62,7 @@ INSTALLED_APPS = [
     "insights",
     "backups",
     "benchmarks",
+    "attachments",
 ]
 
 MIDDLEWARE = [
@@ -72,6 +74,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Control characters out of every query string and form before any view (or CSRF)
+    # reads them; unchecked input reaching the database answers 400, never 500.
+    "config.input_edge.InputEdgeMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # The Sessions page's record of each signed-in browser (last seen, at most once a minute).
@@ -204,6 +209,31 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
+# Photos in memories (attachments/): never at a URL of the store's own; every byte goes
+# through attachments.views, which asks the gate. The filesystem under MEDIA_ROOT/attachments
+# by default; KEEPSAKE_ATTACHMENTS_STORAGE=s3 keeps them in an S3-compatible bucket
+# (django-storages; private objects, no public URLs), see docs/operations.md.
+if env("KEEPSAKE_ATTACHMENTS_STORAGE", default="filesystem") == "s3":
+    STORAGES["attachments"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env("KEEPSAKE_S3_BUCKET"),
+            "endpoint_url": env("KEEPSAKE_S3_ENDPOINT_URL", default="") or None,
+            "region_name": env("KEEPSAKE_S3_REGION", default="") or None,
+            "access_key": env("KEEPSAKE_S3_ACCESS_KEY", default="") or None,
+            "secret_key": env("KEEPSAKE_S3_SECRET_KEY", default="") or None,
+            "location": env("KEEPSAKE_S3_PREFIX", default="attachments"),
+            "default_acl": "private",
+            "file_overwrite": False,
+            "querystring_auth": True,
+        },
+    }
+else:
+    STORAGES["attachments"] = {"BACKEND": "attachments.storage.AttachmentFileSystemStorage"}
+# Limits on what one upload and one memory may hold (attachments/images.py).
+ATTACHMENT_MAX_BYTES = env.int("KEEPSAKE_ATTACHMENT_MAX_BYTES", default=25 * 1024 * 1024)
+ATTACHMENT_MAX_PIXELS = env.int("KEEPSAKE_ATTACHMENT_MAX_PIXELS", default=60_000_000)
+ATTACHMENTS_PER_MEMORY = env.int("KEEPSAKE_ATTACHMENTS_PER_MEMORY", default=12)
 
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -438,6 +468,45 @@ KEEPSAKE_BACKUP_KEEP = env.int("KEEPSAKE_BACKUP_KEEP", default=7)
 CELERY_BEAT_SCHEDULE |= {
     # 03:00 in Celery's time zone (UTC: no CELERY_TIMEZONE is set).
     "backups-nightly": {"task": "backups.nightly", "schedule": crontab(hour=3, minute=0)},
+}
+
+# --- E-mail (mail/) --------------------------------------------------------------
+# Sent only by the worker (mail.tasks.send), never inside a request. EMAIL_URL sets it all
+# at once (smtp://user:password@host:587 with STARTTLS: smtp+tls://…, implicit TLS:
+# smtp+ssl://…); or EMAIL_HOST and the parts below. With neither, messages are printed
+# by the worker (the console backend): nothing leaves the machine in development.
+if env("EMAIL_URL", default=""):
+    vars().update(env.email_url("EMAIL_URL"))
+else:
+    EMAIL_HOST = env("EMAIL_HOST", default="")
+    EMAIL_BACKEND = (
+        "django.core.mail.backends.smtp.EmailBackend"
+        if EMAIL_HOST
+        else "django.core.mail.backends.console.EmailBackend"
+    )
+    EMAIL_PORT = env.int("EMAIL_PORT", default=587)
+    EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+    EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+    EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=EMAIL_PORT == 587)
+    EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=EMAIL_PORT == 465)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=20)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Keepsake <keepsake@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+# Links in messages the worker writes on its own (the digest); others use the request's address.
+KEEPSAKE_BASE_URL = env("KEEPSAKE_BASE_URL", default="http://127.0.0.1:8000")
+# A refused or failed send is retried after MAIL_RETRY_BACKOFF seconds, doubling up to the max.
+MAIL_SEND_MAX_RETRIES = env.int("MAIL_SEND_MAX_RETRIES", default=8)
+MAIL_RETRY_BACKOFF = env.int("MAIL_RETRY_BACKOFF", default=30)
+MAIL_RETRY_BACKOFF_MAX = env.int("MAIL_RETRY_BACKOFF_MAX", default=3600)
+# A queued message whose publish was lost (broker down) is queued again after this many seconds.
+MAIL_SWEEP_GRACE = env.int("MAIL_SWEEP_GRACE", default=60)
+# The daily digest goes out from this hour (TIME_ZONE), at most once a day per account.
+MAIL_DIGEST_HOUR = env.int("MAIL_DIGEST_HOUR", default=7)
+# "Forgot password?" form posts from one address (accounts/ratelimits.py's kind of limit).
+KEEPSAKE_RATELIMITS["password_reset_per_address"] = env("RATELIMIT_PASSWORD_RESET", default="10/h")
+CELERY_BEAT_SCHEDULE |= {
+    "mail-sweep": {"task": "mail.sweep", "schedule": 60.0},
+    "mail-digests": {"task": "mail.digests", "schedule": 900.0},
 }
 
 # --- Logging ----------------------------------------------------------------

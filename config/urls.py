@@ -13,6 +13,8 @@ handler500 = "config.unavailable.server_error"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("accounts.urls")),
+    # E-mail: the address and digest (settings/email/), verification links, password reset.
+    path("", include("mail.urls")),
     path("people/", include("people.urls")),
     path("search/", include("memories.search_urls")),
     path("api/", include("config.api_urls")),
@@ -25,5 +27,6 @@ urlpatterns = [
     path("inbox/", include("inbox.urls")),
     path("universe/", include("memories.universe_urls")),
     path("memories/insights/", include("insights.urls")),
+    path("photos/", include("attachments.urls")),
     path("", include("memories.urls")),
 ]

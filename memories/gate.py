@@ -24,6 +24,8 @@ The rules, in SPEC order:
    granted) and its sensitivity allows V: `public` yes; `personal` only if V is
    linked to one of its subjects; `sensitive` the same, and only when V reads alone.
    Members see expired and replaced memories, as entries of a shared journal.
+   `person_may_see_memory` asks rules 1 and 3 of one memory in every circle it is in
+   (who may receive its photos; agents never do).
 4. **An agent reading a circle** (`for_agent=True`: a member's agent, A2A; the
    circle's agent in a private or the shared conversation): what rule 3 allows, minus
    expired and replaced memories, `sensitive` ones only with the agent's clearance
@@ -317,6 +319,7 @@ def circle_visible_memories(
     for_agent: bool = False,
     read_by_several: bool = False,
     may_read_sensitive: bool = False,
+    assume_shared: bool = False,
 ) -> QuerySet[Memory]:
     """The memories shared into a circle that EVERY viewer in `viewer_ids` may see. THE gate's circle case.
 
@@ -343,6 +346,8 @@ def circle_visible_memories(
     circle's shared conversation, which future members read too), so `sensitive`
     never passes even for a single viewer, and the owner's own memory still needs
     its people's consent for the circle and is never `sensitive` there.
+    `assume_shared`: every rule but the share itself, for the owner's question "who
+    would see it if I shared it?" (circle_members_who_would_see); never a reader's scope.
     """
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
@@ -360,7 +365,6 @@ def circle_visible_memories(
     )
     members = CircleMembership.objects.filter(circle_id=circle_id)
     conditions: list = [
-        Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id)),
         # The owner is still a member: = ANY(ARRAY(...)) reads the members once (an
         # InitPlan) instead of joining every shared memory to every membership.
         RawSQL(
@@ -370,6 +374,10 @@ def circle_visible_memories(
             output_field=BooleanField(),
         ),
     ]
+    if not assume_shared:
+        conditions.insert(
+            0, Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
+        )
     alone = len(viewers) == 1 and not read_by_several
     # A person reading alone may read a sensitive memory about them; an agent only when cleared.
     sensitive_passes = alone and (may_read_sensitive or not for_agent)
@@ -409,6 +417,40 @@ def circle_visible_memories(
         else:
             conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)
+
+
+def circle_members_who_would_see(
+    memory: Memory, circle_id: uuid.UUID | str, member_ids: Iterable[int]
+) -> dict[int, bool]:
+    """For each member: would they see `memory` in the circle, were it shared there (or as it is shared)?
+
+    The Share panel's prediction, member by member: rule 3 asked for each member alone,
+    with the share assumed, so what it says before sharing is what the circle shows after.
+    """
+    return {
+        member_id: circle_visible_memories(circle_id, [member_id], assume_shared=True)
+        .filter(pk=memory.pk)
+        .exists()
+        for member_id in member_ids
+    }
+
+
+def person_may_see_memory(memory_id: uuid.UUID | str, viewer_id: int) -> bool:
+    """Rules 1 and 3 for one memory and one person reading alone, wherever it is shared.
+
+    The memory's owner; else a current member of a circle the memory is shared into
+    to whom rule 3 shows it there (`circle_visible_memories(circle, [viewer])`). This is
+    who may receive a file of the memory (attachments.views). Never an agent: agents
+    are given no files at all, so there is no agent case here.
+    """
+    from circles.models import MemoryShare
+
+    if Memory.objects.filter(pk=memory_id, owner_id=viewer_id).exists():
+        return True
+    circles = MemoryShare.objects.filter(memory_id=memory_id).values_list("circle_id", flat=True)
+    return any(
+        circle_visible_memories(circle_id, [viewer_id]).filter(pk=memory_id).exists() for circle_id in circles
+    )
 
 
 def memories_a_decision_covers(person: Person, circle_id: uuid.UUID | str | None = None) -> QuerySet[Memory]:

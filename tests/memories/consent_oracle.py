@@ -29,6 +29,10 @@ A set of viewers sees what every one of them may see, where nobody reads alone
 when the set has more than one viewer. Expiry and supersession do not hide
 anything from members.
 
+Policy for files of a memory (SPEC §4 "Files (photos)"): a photo is served to the
+memory's owner, or to a person who, reading alone, may see the memory in some circle it
+is shared into; to nobody once the memory is deleted; never to an agent.
+
 Policy for a circle's agent (SPEC §4 "Several viewers", "Agent-to-agent"): what the
 circle's viewer-set rule allows, where the shared chat counts as read by several
 (never alone, whatever its size) and a private chat or a member's agent as that
@@ -37,6 +41,10 @@ An agent reading for the memory's owner (their own agent through the circle, the
 circle's agent in a conversation the owner reads) gets no owner's shortcut: the
 memory must pass the owner's agents' policy above *and* the circle's consent, and
 a `sensitive` one also needs the agent's clearance and a reply read alone.
+
+Policy for e-mail (issue #39): a message to a user carries the text of that user's own
+memories only, and a person's name (as a journal names them) only to that journal's
+owner or to the person themself.
 """
 
 from __future__ import annotations
@@ -277,6 +285,22 @@ class OracleWorld:
             )
         }
 
+    # --- e-mail ----------------------------------------------------------------------
+
+    def email_may_quote(self, memory_id: str, recipient: str) -> bool:
+        """May an e-mail to `recipient` (a user) carry this memory's text? Only to its owner
+        (issue #39): the digest is the owner's own view of their journal; every other message
+        is about accounts and circles, never a memory, whoever may see it in the app."""
+        memory = self.memories.get(memory_id)
+        return memory is not None and memory.owner == recipient
+
+    def email_may_name(self, person_id: str, recipient: str) -> bool:
+        """May an e-mail to `recipient` carry a person's name as a journal names them? To
+        that journal's owner, and to the person themself (the account linked to them);
+        consenting or not, nobody else learns by e-mail who is in whose journal."""
+        person = self.people.get(person_id)
+        return person is not None and recipient in (person.owner, person.linked_user)
+
     # --- what searches should return ---------------------------------------------
 
     @staticmethod
@@ -344,4 +368,17 @@ class OracleWorld:
         return all(
             source in self.memories and self.circle_may_see(self.memories[source], circle, reader, alone=True)
             for source in source_ids
+        )
+
+    # --- files of memories ---------------------------------------------------------
+
+    def file_visible(self, memory_id: str, reader: str) -> bool:
+        """May `reader` (a person, never an agent) receive a photo of this memory now?"""
+        memory = self.memories.get(memory_id)
+        if memory is None:
+            return False
+        if memory.owner == reader:
+            return True
+        return any(
+            self.circle_may_see(memory, circle, reader, alone=True) for circle in self.circles.values()
         )

@@ -1,0 +1,54 @@
+"""Reading photos. Who may receive one is the gate's answer for its memory, never decided here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, QuerySet
+from django.http import Http404
+
+from attachments.models import Attachment
+from memories.gate import person_may_see_memory
+
+
+def attachments_of_memory(*, memory_id: uuid.UUID) -> QuerySet[Attachment]:
+    """A memory's photos in their order. The caller has already been allowed to see the memory."""
+    return Attachment.objects.filter(memory_id=memory_id).order_by("position", "created_at")
+
+
+def attachment_for_reader(*, attachment_id: uuid.UUID, reader: AbstractBaseUser) -> tuple[Attachment, bool]:
+    """The attachment and whether the reader owns it; 404 unless the gate lets the reader see its memory.
+
+    An attachment the reader may not see answers exactly like one that does not exist.
+    """
+    attachment = Attachment.objects.filter(pk=attachment_id).first()
+    if attachment is None or not person_may_see_memory(attachment.memory_id, reader.pk):
+        raise Http404("No such photo.")
+    return attachment, attachment.owner_id == reader.pk
+
+
+def attachment_get_for_owner(*, owner: AbstractBaseUser, attachment_id: uuid.UUID) -> Attachment:
+    attachment = Attachment.objects.filter(pk=attachment_id, owner=owner).first()
+    if attachment is None:
+        raise Http404("No such photo.")
+    return attachment
+
+
+def attachment_counts(*, memory_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """How many photos each memory has: for surfaces that may only say how many (agents).
+
+    `memory_ids` must already be the gate's answer for that reader: a count is derived
+    from the memory and is told only of a memory the reader may see.
+    """
+    memory_ids = list(memory_ids)
+    if not memory_ids:
+        return {}
+    rows = (
+        Attachment.objects.filter(memory_id__in=memory_ids)
+        .values("memory_id")
+        .annotate(count=Count("id"))
+        .values_list("memory_id", "count")
+    )
+    return dict(rows)
