@@ -52,7 +52,6 @@ INSTALLED_APPS = [
     "agents",
     "portability",
     "circles",
-    "mail",
     "linked",
     "inbox",
     "axes",
