@@ -68,6 +68,12 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# One bench with its services up: `make bench BENCH="bench_retrieval --memories 100000 --compare"`.
+# Every bench and its options: docs/performance.md.
+BENCH ?= bench_retrieval --memories 10000 --gated 0.1,0.5,0.9,0.99 --queries 100 --compare
+bench: $(STAMP)
+	$(PY) -m config.embedded exec -- $(PY) manage.py $(BENCH)
+
 # The whole suite on pytest-xdist workers, each with its own test database and Redis
 # databases (tests/conftest.py). Tests are handed out one by one as workers come free, in
 # the order tests/conftest.py sets (the longest first, one to each worker); a module
