@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from config.input_edge import CONTROL_CHARACTERS
 from config.limits import JSON_MAX_DEPTH, text_problem
 
 
@@ -78,6 +79,14 @@ class StrictCharField(serializers.CharField):
         problem = text_problem(data)
         if problem is not None:
             raise serializers.ValidationError(f"Text {problem}")
+        # The other control characters are storable but never meant: refused, and named
+        # (web forms drop them at the edge instead, config/input_edge.py).
+        control = CONTROL_CHARACTERS.search(data)
+        if control is not None:
+            raise serializers.ValidationError(
+                f"Text must not contain control characters (found U+{ord(control.group()):04X}); "
+                "tab, line feed and carriage return are fine."
+            )
         return super().to_internal_value(data)
 
 

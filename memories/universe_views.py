@@ -9,14 +9,16 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from config.form_inputs import BoundedDateField
 from memories.universe import DEFAULT_LIMIT, MAX_LIMIT, UniverseFilter, universe_graph, universe_people
 from people.models import Person
 
 
 class UniverseFilterForm(forms.Form):
     person = forms.ModelChoiceField(queryset=Person.objects.none(), required=False, empty_label="Everyone")
-    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    # Bounded: the day after `until` is computed (9999-12-31 overflowed into a 500).
+    since = BoundedDateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = BoundedDateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
     limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT)
 
     def __init__(self, *args, owner, **kwargs) -> None:
