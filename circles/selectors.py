@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404
 from agents.models import Agent
 from circles.models import Circle, CircleInvite, CircleMembership, JoinRequest, JoinRequestStatus, MemoryShare
 from circles.services import NotConsented, share_blockers
-from memories.gate import agent_visible_memories, circle_visible_memories
+from memories.gate import agent_visible_memories, circle_members_who_would_see, circle_visible_memories
 from memories.models import Memory, ParticipantRole, Sensitivity
 from memories.retrieval import circle_memory_timeline
 from memories.selectors import memory_agent_visibility
@@ -162,23 +162,121 @@ def memory_share_list(*, memory: Memory) -> QuerySet[MemoryShare]:
 
 
 @dataclass
+class ShareAction:
+    """What the owner can do so that a member sees it: a label and where to do it."""
+
+    label: str
+    url: str
+
+
+@dataclass
+class MemberPreview:
+    """One member of a circle: would they see this memory there, why not, and what would change it."""
+
+    user: AbstractBaseUser
+    sees: bool
+    reasons: list[str]
+    actions: list[ShareAction]
+
+
+@dataclass
 class SharePanelRow:
     circle: Circle
     shared: bool
     not_consented: list[NotConsented]
+    members: list[MemberPreview] = field(default_factory=list)
+
+    @property
+    def seen_count(self) -> int:
+        return sum(1 for member in self.members if member.sees)
+
+    @property
+    def member_count(self) -> int:
+        return len(self.members)
+
+
+def _member_actions(
+    memory: Memory, circle: Circle, reasons: list[str], blockers: list[NotConsented]
+) -> list[ShareAction]:
+    from django.urls import reverse
+
+    actions = []
+    edit = reverse("memory_edit", args=[memory.pk]) + "#id_sensitivity"
+    if any(reason.startswith("personal") for reason in reasons):
+        actions.append(ShareAction(label="mark it public", url=edit))
+    elif any(reason.startswith("sensitive") for reason in reasons):
+        actions.append(ShareAction(label="mark it personal or public", url=edit))
+    for item in blockers:
+        actions.append(
+            ShareAction(
+                label=f"ask {item.person.display_name} for consent to {circle.name}",
+                url=reverse("person_detail", args=[item.person.pk]) + f"#audience-{circle.pk}",
+            )
+        )
+    return actions
+
+
+def memory_share_preview(
+    *, memory: Memory, circle: Circle, blockers: list[NotConsented] | None = None
+) -> list[MemberPreview]:
+    """Member by member: who will see the memory in the circle (the gate, share assumed), and why not."""
+    if blockers is None:
+        blockers = share_blockers(memory=memory, circle=circle)
+    memberships = list(circle_members(circle=circle))
+    sees = circle_members_who_would_see(memory, circle.pk, [membership.user_id for membership in memberships])
+    previews = []
+    for membership in memberships:
+        member = membership.user
+        if member.pk == memory.owner_id:
+            previews.append(MemberPreview(user=member, sees=True, reasons=["you: the owner"], actions=[]))
+            continue
+        reasons = [] if sees[member.pk] else _member_reasons(memory, circle, member, blockers=blockers)
+        if not sees[member.pk] and not reasons:
+            reasons = ["not shown in this circle"]
+        previews.append(
+            MemberPreview(
+                user=member,
+                sees=sees[member.pk],
+                reasons=reasons,
+                actions=[] if sees[member.pk] else _member_actions(memory, circle, reasons, blockers),
+            )
+        )
+    return previews
 
 
 def memory_share_panel(*, memory: Memory, owner: AbstractBaseUser) -> list[SharePanelRow]:
-    """For each of the owner's circles: is the memory shared there, and who has not consented."""
+    """For each of the owner's circles: is the memory shared there, who has not consented, and
+    member by member who will see it there (and why not)."""
     shared = set(MemoryShare.objects.filter(memory=memory).values_list("circle_id", flat=True))
-    return [
-        SharePanelRow(
-            circle=circle,
-            shared=circle.pk in shared,
-            not_consented=share_blockers(memory=memory, circle=circle),
+    rows = []
+    for circle in circle_list_for_user(user=owner):
+        blockers = share_blockers(memory=memory, circle=circle)
+        rows.append(
+            SharePanelRow(
+                circle=circle,
+                shared=circle.pk in shared,
+                not_consented=blockers,
+                members=memory_share_preview(memory=memory, circle=circle, blockers=blockers),
+            )
         )
-        for circle in circle_list_for_user(user=owner)
-    ]
+    return rows
+
+
+def circle_seen_counts(*, circle: Circle, memory_ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
+    """For memories on a circle's page: how many of its members see each (the gate, member by member),
+    and how many members there are."""
+    member_ids = circle_member_ids(circle=circle)
+    counts: dict[uuid.UUID, int] = dict.fromkeys(memory_ids, 0)
+    if not memory_ids:
+        return counts, len(member_ids)
+    for member_id in member_ids:
+        for memory_id in (
+            circle_visible_memories(circle.pk, [member_id])
+            .filter(pk__in=memory_ids)
+            .values_list("pk", flat=True)
+        ):
+            counts[memory_id] += 1
+    return counts, len(member_ids)
 
 
 @dataclass
@@ -245,19 +343,22 @@ class PrivacyAudit:
     circles: list[CircleAudit]
 
 
-def _member_reasons(memory: Memory, circle: Circle, member: AbstractBaseUser) -> list[str]:
+def _member_reasons(
+    memory: Memory, circle: Circle, member: AbstractBaseUser, *, blockers: list[NotConsented] | None = None
+) -> list[str]:
     """Why the gate says what it says for one member — explanation only; the yes/no is the gate's."""
     if member.pk == memory.owner_id:
         return ["owns it"]
+    if blockers is None:
+        blockers = share_blockers(memory=memory, circle=circle)
     reasons = [
-        f"{item.person.display_name} has not consented for {circle.name} ({item.status})"
-        for item in share_blockers(memory=memory, circle=circle)
+        f"{item.person.display_name} has not consented for {circle.name} ({item.status})" for item in blockers
     ]
     about_member = memory.participants.filter(
         role=ParticipantRole.SUBJECT, person__linked_user=member
     ).exists()
     if memory.sensitivity == Sensitivity.PERSONAL and not about_member:
-        reasons.append("personal: shown only to a member it is about")
+        reasons.append("personal and not about them: shown only to a member it is about")
     elif memory.sensitivity == Sensitivity.SENSITIVE and not about_member:
         reasons.append("sensitive: shown only to the member it is about, alone")
     return reasons

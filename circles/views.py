@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -84,6 +85,11 @@ def _timeline_page(request: HttpRequest, circle: Circle) -> tuple[list[Memory], 
     rows = list(selectors.circle_timeline(circle=circle, viewer=request.user)[start : start + PAGE_SIZE + 1])
     memories = rows[:PAGE_SIZE]
     _record_shown(memories, request.user)
+    seen, member_count = selectors.circle_seen_counts(
+        circle=circle, memory_ids=[memory.pk for memory in memories]
+    )
+    for memory in memories:
+        memory.seen_by, memory.member_count = seen[memory.pk], member_count
     next_url = ""
     if len(rows) > PAGE_SIZE:
         next_url = reverse("circle_detail", args=[circle.pk]) + "?" + urlencode({"page": page + 1})
@@ -527,7 +533,10 @@ def memory_share(request: HttpRequest, memory_id, circle_id) -> HttpResponse:
             return _share_panel_response(request, memory, refused=refused, refused_circle=circle)
         messages.error(request, message)
     else:
-        message = f"Shared into {circle.name}."
+        members = selectors.memory_share_preview(memory=memory, circle=circle)
+        seen = sum(1 for member in members if member.sees)
+        count = len(members)
+        message = f"Shared into {circle.name}: seen by {seen} of {count} member{pluralize(count)}."
         if request.htmx:
             return _share_panel_response(request, memory, share_message=message)
         messages.success(request, message)

@@ -105,7 +105,8 @@ class MemoryForm(forms.Form):
 
     def __init__(self, *args, owner: AbstractBaseUser, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["source_person"].queryset = _owner_people(owner)
+        # "I saw it myself" is the owner: their Self would say it a second time.
+        self.fields["source_person"].queryset = _owner_people(owner).filter(is_self=False)
         # Short-lived kinds say how long agents may use them (settings.MEMORY_KIND_LIFETIMES).
         for name in ("kind", "sensitivity"):
             self.fields[name].widget.attrs["aria-describedby"] = "work-it-out-help"
@@ -155,7 +156,9 @@ class MemoryForm(forms.Form):
             "occurred_time": local.time() if occurred_has_time(memory.occurred_at) else None,
             "kind": memory.kind,
             "sensitivity": memory.sensitivity,
-            "source_person": memory.source_person_id,
+            "source_person": None
+            if memory.source_person_id and memory.source_person.is_self
+            else memory.source_person_id,
         }
 
 

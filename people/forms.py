@@ -163,5 +163,7 @@ class ConsentForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=500,
-        widget=forms.TextInput(attrs={"placeholder": "Optional: why (e.g. asked her at lunch)"}),
+        # Read by the owner on a person's page and by a linked person on their own consents page:
+        # words that fit whoever decides.
+        widget=forms.TextInput(attrs={"placeholder": "Optional: why, kept in the history"}),
     )

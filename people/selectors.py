@@ -4,16 +4,38 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, QuerySet
-from django.db.models.functions import Lower
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce, Lower
 from django.shortcuts import get_object_or_404
 
 from people.models import ConsentEvent, Person
 
 
 def person_list(*, owner: AbstractBaseUser, consent_status: str | None = None) -> QuerySet[Person]:
-    """The owner's people: Self first, then by name whatever its capitals, with their memory counts."""
-    people = Person.objects.filter(owner=owner).annotate(memory_count=Count("participations"))
+    """The owner's people: Self first, then by name whatever its capitals, with their memory counts.
+
+    Self is in every memory with nobody else in it (the owner's own, as the agents' gate
+    reads it), so its count adds those to the ones that name Self.
+    """
+    from memories.models import Memory, MemoryParticipant
+
+    alone = (
+        Memory.objects.filter(owner_id=OuterRef("owner_id"), source_person__isnull=True)
+        .filter(~Exists(MemoryParticipant.objects.filter(memory_id=OuterRef("pk"))))
+        .order_by()
+        .values("owner_id")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    # CASE runs the subquery for the Self row only.
+    people = Person.objects.filter(owner=owner).annotate(
+        memory_count=Count("participations")
+        + Case(
+            When(is_self=True, then=Coalesce(Subquery(alone, output_field=IntegerField()), Value(0))),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+    )
     if consent_status:
         people = people.filter(consent_status=consent_status)
     return people.order_by("-is_self", Lower("display_name"), "display_name", "pk")

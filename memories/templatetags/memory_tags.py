@@ -43,3 +43,25 @@ def hidden_reasons(visibility: AgentVisibility) -> str:
     if visibility.superseded:
         reasons.append("replaced by a newer memory")
     return " · ".join(reasons)
+
+
+# A memory's kind decides how long agents use it; people read it in these words. The
+# long-lived kinds (knowledge, preference, identity, relationship) say nothing a person
+# needs on a card, so they show no word at all.
+_PLAIN_KINDS = {
+    "context": ("For now", "Agents use it for a week; it stays in your journal."),
+    "event": ("Event", "Agents use it for a month; it stays in your journal."),
+    "task": ("To do", "Agents use it for two weeks; it stays in your journal."),
+    "observation": ("Passing note", "Agents use it for three days; it stays in your journal."),
+}
+
+
+@register.filter
+def kind_plain(kind: str) -> str:
+    """A card's word for the memory's kind ("To do"), or "" for the long-lived kinds."""
+    return _PLAIN_KINDS.get(kind, ("", ""))[0]
+
+
+@register.filter
+def kind_plain_help(kind: str) -> str:
+    return _PLAIN_KINDS.get(kind, ("", "Long-lived: agents keep using it."))[1]

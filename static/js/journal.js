@@ -14,11 +14,12 @@ document.addEventListener("keydown", (event) => {
   form.requestSubmit(save || undefined);
 });
 
-// The floating "+" on phones opens quick capture in place and puts the cursor in it.
+// The floating "+" on phones opens quick capture (the timeline's, a circle's: its href) in place and puts the cursor in it.
 document.addEventListener("click", (event) => {
   const opener = event.target.closest("[data-open-capture]");
   if (!opener) return;
-  const form = document.getElementById("quick-add");
+  const target = (opener.getAttribute("href") || "").replace(/^#/, "");
+  const form = document.getElementById(target || "quick-add");
   if (!form) return;
   event.preventDefault();
   form.classList.add("is-open");

@@ -17,7 +17,7 @@
         "font-size": 9,
         "min-zoomed-font-size": 7,
         "text-wrap": "ellipsis",
-        "text-max-width": 110,
+        "text-max-width": 96,
         "text-valign": "bottom",
         "text-margin-y": 3,
         color: colour("--ink", "#22201c"),
@@ -49,8 +49,10 @@
       selector: "node[type = 'person']",
       style: {
         shape: "round-rectangle",
-        width: "mapData(count, 1, 40, 22, 48)",
-        height: "mapData(count, 1, 40, 22, 48)",
+        // Wide enough for the name inside it, taller with more memories.
+        width: (node) => Math.max(node.data("count") > 20 ? 40 : 24, String(node.data("label")).length * 7 + 12),
+        height: "mapData(count, 1, 40, 22, 40)",
+        "text-max-width": 140,
         "background-color": colour("--pending-bg", "#fdf1d6"),
         "border-width": 2,
         "border-color": colour("--pending", "#8a5a00"),
@@ -87,10 +89,45 @@
       },
     },
     {
+      // A label that would lie on another label or node is left out; hovering shows it.
+      selector: "node.label-hidden",
+      style: { label: "" },
+    },
+    {
+      selector: "node.label-hidden.hover",
+      style: { label: "data(label)", "z-index": 10 },
+    },
+    {
       selector: "node:selected, node.hover",
       style: { "border-width": 3, "border-color": colour("--ink", "#22201c") },
     },
   ];
+
+  // After the layout: keep a label only where it touches no other label and no other node.
+  // Boxes are in the graph's own units, so what is true now stays true at every zoom.
+  const declutter = (cy) => {
+    const overlaps = (a, b) => a.x1 < b.x2 && b.x1 < a.x2 && a.y1 < b.y2 && b.y1 < a.y2;
+    const bodies = cy.nodes().map((node) => ({
+      id: node.id(),
+      box: node.boundingBox({ includeLabels: false, includeOverlays: false }),
+    }));
+    const labels = [];
+    // People's names first (they sit inside them), then the best-connected memories.
+    const order = cy.nodes().sort(
+      (a, b) => (b.data("type") === "person") - (a.data("type") === "person") || b.degree() - a.degree()
+    );
+    order.forEach((node) => {
+      node.removeClass("label-hidden");
+      if (node.data("type") === "person") return;
+      const box = node.boundingBox({ includeNodes: false, includeEdges: false, includeLabels: true });
+      if (!box.w) return;
+      const hit =
+        labels.some((other) => overlaps(box, other)) ||
+        bodies.some((body) => body.id !== node.id() && overlaps(box, body.box));
+      if (hit) node.addClass("label-hidden");
+      else labels.push(box);
+    });
+  };
 
   const draw = (graph) => {
     container.textContent = "";
@@ -118,10 +155,11 @@
         name: "cose",
         animate: false,
         randomize: true,
-        nodeDimensionsIncludeLabels: false,
+        // Labels take room in the layout, so two never lie on top of each other.
+        nodeDimensionsIncludeLabels: true,
         numIter: large ? 300 : 1000,
-        idealEdgeLength: () => 40,
-        nodeRepulsion: () => 6000,
+        idealEdgeLength: () => 60,
+        nodeRepulsion: () => 9000,
         gravity: 0.6,
         componentSpacing: 60,
         padding: 20,
@@ -141,6 +179,9 @@
       container.style.cursor = "";
       container.title = "";
     });
+    declutter(cy);
+    cy.on("layoutstop", () => declutter(cy));
+    cy.on("dragfree", "node", () => declutter(cy));
     container.dataset.drawn = String(graph.nodes.length);
     window.keepsakeUniverse = cy; // for the browser tests and the curious
   };

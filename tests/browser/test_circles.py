@@ -158,8 +158,8 @@ def test_family_circle_shows_carols_memory_to_bob_only_while_carol_consents(
     expect(alice.locator("#audience-agents .consent-now .badge")).to_have_text("Pending")
     alice.goto(memory_url)
     family_row.locator("button:has-text('Share')").click()
-    expect(alice.locator("#share-panel")).to_contain_text("Shared into Family.")
-    expect(family_row.locator(".badge")).to_have_text("Shared")
+    expect(alice.locator("#share-panel")).to_contain_text("Shared into Family: seen by 2 of 2 members.")
+    expect(family_row.locator(".share-name .badge")).to_have_text("Shared")
     expect(audit_entry(alice, "bob").locator(".badge")).to_have_text("Yes")
 
     # Bob's next look at Family shows the memory, Alice's.

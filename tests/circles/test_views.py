@@ -797,7 +797,7 @@ def test_sharing_and_unsharing_from_the_memory_page(alice_client, alice, family,
     if htmx:
         html = response.content.decode()
         assert html.lstrip().startswith('<section id="share-panel"')
-        assert "Shared into Family." in html
+        assert "Shared into Family: seen by 2 of 2 members." in html
         # "Who can see this" follows out of band: bob now sees it.
         audit = html[html.index('id="privacy-audit"') :]
         assert 'hx-swap-oob="true"' in audit and "bob" in audit
@@ -838,7 +838,7 @@ def test_who_can_see_this_answers_owner_agents_and_each_member(alice_client, ali
     assert "In <a" in audit and "Family" in audit
     bob_row = audit[audit.index('<span class="audit-who">bob</span>') - 80 :]
     assert "consent-revoked" in bob_row[:120]  # No
-    assert "personal: shown only to a member it is about" in bob_row
+    assert "personal and not about them: shown only to a member it is about" in bob_row
 
 
 # --- the person page: consent per audience ---------------------------------------------------
