@@ -39,6 +39,7 @@ urlpatterns = [
         "<uuid:circle_id>/memories/<uuid:memory_id>/", views.circle_memory_detail, name="circle_memory_detail"
     ),
     path("<uuid:circle_id>/invites/new/", views.circle_invite_create, name="circle_invite_create"),
+    path("<uuid:circle_id>/invites/send/", views.circle_invite_send, name="circle_invite_send"),
     path(
         "<uuid:circle_id>/invites/<uuid:invite_id>/revoke/",
         views.circle_invite_revoke,

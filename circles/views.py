@@ -17,6 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -32,6 +33,9 @@ from circles import selectors, services
 from circles.forms import CircleForm, CircleMemoryForm, InviteForm
 from circles.models import Circle, MembershipRole
 from config.limits import MAX_PAGE
+from mail.forms import InvitationForm
+from mail.services import circle_invitation_deliver, invitation_recipient
+from mail.views import site_url
 from memories.models import Memory
 from memories.retrieval import circle_memory_search
 from memories.selectors import memory_get
@@ -114,6 +118,7 @@ def _circle_context(request: HttpRequest, circle: Circle, *, timeline: bool = Tr
         context.update(
             invites=selectors.circle_invites(circle=circle)[:INVITES_SHOWN],
             invite_form=InviteForm(),
+            send_form=InvitationForm(),
             join_requests=selectors.circle_join_requests(circle=circle),
         )
     context.update(extra)
@@ -392,6 +397,41 @@ def circle_invite_create(request: HttpRequest, circle_id) -> HttpResponse:
         context = _circle_context(request, circle, timeline=False, **extra)
         return render(request, "circles/circle_detail.html#circle-invites", context)
     return render(request, "circles/circle_detail.html", _circle_context(request, circle, **extra))
+
+
+@login_required
+@require_POST
+def circle_invite_send(request: HttpRequest, circle_id) -> HttpResponse:
+    """An invite link of its own for one person, sent by e-mail (by the worker) or to their inbox."""
+    circle = selectors.circle_get_for_owner(user=request.user, circle_id=circle_id)
+    form = InvitationForm(request.POST)
+    extra: dict = {"send_form": form}
+    if form.is_valid():
+        try:
+            with transaction.atomic():  # the invite and its message commit together, or neither
+                recipient = invitation_recipient(to=form.cleaned_data["to"], inviter=request.user)
+                new = services.invite_create(circle=circle, by=request.user)
+                circle_invitation_deliver(
+                    recipient=recipient,
+                    inviter=request.user,
+                    circle_name=circle.name,
+                    link=_invite_url(request, new.token),
+                    expires_at=new.invite.expires_at,
+                    site_url=site_url(request),
+                )
+        except ValidationError as error:
+            form.add_error("to", error.messages)
+        else:
+            sent = f"Invitation sent {recipient.where}. You approve the request when they ask to join."
+            extra = {"invites_message": sent}
+    if request.htmx:
+        context = _circle_context(request, circle, timeline=False, **extra)
+        return render(request, "circles/circle_detail.html#circle-invites", context)
+    if "invites_message" in extra:
+        messages.success(request, extra["invites_message"])
+        return redirect("circle_detail", circle_id=circle.pk)
+    context = _circle_context(request, circle, **extra)
+    return render(request, "circles/circle_detail.html", context, status=400)
 
 
 @login_required

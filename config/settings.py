@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "agents",
     "portability",
     "circles",
+    "mail",
     "linked",
     "inbox",
     "axes",

@@ -22,6 +22,8 @@ class NotificationKind(models.TextChoices):
     JOIN_DECLINED = "join_declined", "Join request declined"
     CIRCLE_REMOVED = "circle_removed", "Removed from a circle"
     CIRCLE_DELETED = "circle_deleted", "Circle deleted"
+    CIRCLE_INVITE = "circle_invite", "Circle invitation"
+    LINK_INVITE = "link_invite", "Link invitation"
 
 
 class Notification(models.Model):

@@ -14,6 +14,11 @@ urlpatterns = [
         name="person_link_invite_create",
     ),
     path(
+        "people/<uuid:person_id>/link-invites/send/",
+        views.person_link_invite_send,
+        name="person_link_invite_send",
+    ),
+    path(
         "people/<uuid:person_id>/link-invites/<uuid:invite_id>/withdraw/",
         views.person_link_invite_revoke,
         name="person_link_invite_revoke",

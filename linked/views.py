@@ -19,6 +19,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -28,6 +29,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from linked import selectors, services
 from linked.templatetags.linked_tags import link_panel_context
+from mail.forms import InvitationForm
+from mail.services import invitation_recipient, link_invitation_deliver
+from mail.views import site_url
 from people.forms import ConsentForm
 from people.models import ConsentActor, ConsentSurface, Person
 from people.selectors import person_get
@@ -60,6 +64,32 @@ def person_link_invite_create(request: HttpRequest, person_id) -> HttpResponse:
         return _link_panel(request, person, link_error=" ".join(refused.messages))
     # The new link replaced any open one (services.person_link_invite_create).
     return _link_panel(request, person, new_link_invite=invite, new_link_url=_link_url(request, token))
+
+
+@login_required
+@require_POST
+def person_link_invite_send(request: HttpRequest, person_id) -> HttpResponse:
+    """A link invitation sent by e-mail (by the worker) or to an account's inbox; it replaces
+    any open one, as a copied link does. The message names the inviter, never the person."""
+    person = person_get(owner=request.user, person_id=person_id)
+    form = InvitationForm(request.POST)
+    if not form.is_valid():
+        return _link_panel(request, person, link_error=" ".join(form.errors.get("to", ["Give an address."])))
+    try:
+        with transaction.atomic():  # the invitation and its message commit together, or neither
+            recipient = invitation_recipient(to=form.cleaned_data["to"], inviter=request.user)
+            invite, token = services.person_link_invite_create(person=person, by=request.user)
+            link_invitation_deliver(
+                recipient=recipient,
+                inviter=request.user,
+                link=_link_url(request, token),
+                expires_at=invite.expires_at,
+                site_url=site_url(request),
+            )
+    except ValidationError as refused:  # no such account, Self, or already linked
+        return _link_panel(request, person, link_error=" ".join(refused.messages))
+    sent = f"Invitation sent {recipient.where}. It replaces any link you made before."
+    return _link_panel(request, person, link_message=sent)
 
 
 @login_required
