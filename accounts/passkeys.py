@@ -34,7 +34,7 @@ from webauthn import (
     verify_registration_response,
 )
 from webauthn.helpers import base64url_to_bytes, bytes_to_base64url
-from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidRegistrationResponse
+from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     PublicKeyCredentialDescriptor,
@@ -111,12 +111,13 @@ def passkey_registration_options(*, request: HttpRequest, user: AbstractBaseUser
 
 def passkey_register(*, request: HttpRequest, user: AbstractBaseUser, name: str, credential: str) -> Passkey:
     """Check the authenticator's answer and keep the new passkey under `name`."""
+    # Spent first, whatever follows: a challenge is answered once.
+    challenge = _challenge_take(request, REGISTRATION_CHALLENGE)
     name = " ".join((name or "").split())
     if not name:
         raise ValidationError("Give the passkey a name, such as the device it is on.")
     if len(name) > 60:
         raise ValidationError("Keep the name under 60 characters.")
-    challenge = _challenge_take(request, REGISTRATION_CHALLENGE)
     if passkey_list(owner=user).count() >= MAX_PASSKEYS:
         raise ValidationError(f"You have {MAX_PASSKEYS} passkeys: delete one first.")
     try:
@@ -127,7 +128,7 @@ def passkey_register(*, request: HttpRequest, user: AbstractBaseUser, name: str,
             expected_origin=_origin(request),
             require_user_verification=True,
         )
-    except (InvalidRegistrationResponse, ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+    except (WebAuthnException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise PasskeyRefused("The passkey could not be checked. Try again.") from exc
     try:
         with transaction.atomic():
@@ -159,7 +160,11 @@ def passkey_authenticate(*, request: HttpRequest, credential: str) -> Passkey:
     try:
         data = json.loads(credential) if isinstance(credential, str) else credential
         credential_id = base64url_to_bytes(str(data["rawId"]))
-    except (ValueError, TypeError, KeyError) as exc:
+        response_handle = (
+            data["response"].get("userHandle") if isinstance(data.get("response"), dict) else None
+        )
+        claimed_handle = base64url_to_bytes(str(response_handle)) if response_handle else None
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise PasskeyRefused("The passkey could not be checked. Try again.") from exc
     with transaction.atomic():
         passkey = (
@@ -170,8 +175,8 @@ def passkey_authenticate(*, request: HttpRequest, credential: str) -> Passkey:
         )
         if passkey is None:
             raise PasskeyRefused("This passkey is not registered here. Sign in with your password.")
-        response_handle = (data.get("response") or {}).get("userHandle")
-        if response_handle and base64url_to_bytes(response_handle) != user_handle(user=passkey.owner):
+        # A discoverable passkey names its account; it must be the one the passkey belongs to.
+        if claimed_handle is not None and claimed_handle != user_handle(user=passkey.owner):
             raise PasskeyRefused("The passkey could not be checked. Try again.")
         try:
             verified = verify_authentication_response(
@@ -183,7 +188,7 @@ def passkey_authenticate(*, request: HttpRequest, credential: str) -> Passkey:
                 credential_current_sign_count=passkey.sign_count,
                 require_user_verification=True,
             )
-        except (InvalidAuthenticationResponse, ValueError, TypeError, KeyError) as exc:
+        except (WebAuthnException, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise PasskeyRefused("The passkey could not be checked. Try again.") from exc
         passkey.sign_count = verified.new_sign_count
         passkey.last_used_at = timezone.now()
