@@ -38,10 +38,26 @@ class PhotosField(forms.FileField):
         return prepared
 
 
+# Two hidden markers of the memory forms: one just before the photo input, one as the
+# form's last field. Browsers send fields in the order of the page, so a body cut off
+# halfway (a dropped connection) has the first and not the second — and Django's parser
+# silently drops a file part that never ended, which must not leave a memory saved
+# without the photos it was sent with.
+PHOTOS_BEGIN = "photos_begin"
+FORM_END = "form_end"
+INTERRUPTED = "The upload was interrupted before it finished; nothing was saved. Please send it again."
+
+
 class MemoryPhotosForm(forms.Form):
     """Photos added with a memory (capture and edit). Checked before anything is written."""
 
     photos = PhotosField(label="Photos")
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        if PHOTOS_BEGIN in self.data and FORM_END not in self.data:
+            raise ValidationError(INTERRUPTED, code="interrupted")
+        return cleaned
 
 
 class CaptionForm(forms.Form):

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
@@ -16,6 +17,8 @@ from django.utils import timezone
 from django.utils.formats import get_format
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from attachments.forms import MemoryPhotosForm
+from attachments.services import attachments_add
 from config.limits import LATEST_YEAR
 from memories import selectors, services, supersession
 from memories.forms import (
@@ -272,7 +275,15 @@ def _save_memory(request: HttpRequest, *, memory: Memory | None) -> _Saved:
     """
     form = MemoryForm(request.POST, owner=request.user)
     participants = participant_formset(owner=request.user, data=request.POST)
-    if not (form.is_valid() and participants.is_valid()):
+    # Photos are checked (type, size, pixels, whole decode) before anything is written.
+    photos = MemoryPhotosForm(request.POST, request.FILES)
+    valid = [form.is_valid(), participants.is_valid(), photos.is_valid()]
+    if not photos.is_valid():
+        for error in photos.non_field_errors():
+            form.add_error(None, error)
+        for error in photos.errors.get("photos", []):
+            form.add_error(None, f"{error} Nothing was saved: choose the photos again.")
+    if not all(valid):
         return _Saved(None, form, participants, _mention_question(_asked_only(request.POST), request.POST))
     existing, new = participants.chosen()
     mentions = mentions_find(text=form.cleaned_data["body"], people=person_list(owner=request.user))
@@ -299,10 +310,13 @@ def _save_memory(request: HttpRequest, *, memory: Memory | None) -> _Saved:
         "new_people": [services.NewPersonSpec(display_name=name, role=role) for name, role in new],
     }
     try:
-        if memory is None:
-            saved = services.memory_create_with_new_people(owner=request.user, **fields)
-        else:
-            saved = services.memory_update_with_new_people(memory=memory, **fields)
+        # The memory and its new photos together: a refused photo (too many) saves neither.
+        with transaction.atomic():
+            if memory is None:
+                saved = services.memory_create_with_new_people(owner=request.user, **fields)
+            else:
+                saved = services.memory_update_with_new_people(memory=memory, **fields)
+            attachments_add(memory=saved, images=photos.cleaned_data["photos"])
     except ValidationError as error:
         # e.g. a password in the text: refused before anything is written; the
         # bound form keeps what was typed so it can be fixed in place.
