@@ -24,7 +24,9 @@ from agents.selectors import agent_list
 def _safe_next(request: HttpRequest) -> str:
     """Where to go after signing up (an invite link, say), if it is on this site; else ""."""
     target = request.POST.get(REDIRECT_FIELD_NAME) or request.GET.get(REDIRECT_FIELD_NAME) or ""
-    if url_has_allowed_host_and_scheme(
+    # A path on this site only: redirect() takes a bare word for a URL name ("?next=foo"
+    # was a NoReverseMatch, a 500), and "//host" or a scheme is another site.
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return target

@@ -117,3 +117,14 @@ def test_unchecked_input_reaching_the_database_is_a_400_and_logged(caplog, excep
 def test_other_exceptions_are_not_the_nets():
     middleware = InputEdgeMiddleware(lambda request: HttpResponse())
     assert middleware.process_exception(RequestFactory().get("/"), ValueError("a bug")) is None
+
+
+# --- found by tests/test_fuzz_every_page.py ---------------------------------------------------
+
+
+@pytest.mark.parametrize("next_value", ["timeline", "Teatime", "javascript:alert(1)", "//evil.example/"])
+def test_sign_up_with_a_next_that_is_not_a_path_goes_to_the_timeline(client, next_value):
+    form = {"username": "dana", "password1": "a long Passphrase 42", "password2": "a long Passphrase 42"}
+    response = client.post(f"/accounts/signup/?next={next_value}", form)
+    assert response.status_code == 302
+    assert response["Location"] == "/"
