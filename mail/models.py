@@ -15,7 +15,7 @@ class EmailAddress(models.Model):
     replaces `address` only then, so a typo never takes a working address away.
     """
 
-    user = models.OneToOneField(
+    owner = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_address"
     )
     address = models.EmailField(blank=True)
@@ -33,7 +33,7 @@ class EmailAddress(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user_id}: {self.address or '(none)'}"
+        return f"{self.owner_id}: {self.address or '(none)'}"
 
     @property
     def is_verified(self) -> bool:
@@ -43,18 +43,18 @@ class EmailAddress(models.Model):
 class DigestDay(models.Model):
     """One row per user and local day a digest was made: the unique pair is the "at most once a day"."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="digest_days")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="digest_days")
     day = models.DateField()
     created_at = models.DateTimeField(auto_now_add=True)
     # False when there was nothing to say: no message was queued that day.
     sent = models.BooleanField(default=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "day"], name="mail_digest_once_a_day")]
+        constraints = [models.UniqueConstraint(fields=["owner", "day"], name="mail_digest_once_a_day")]
         ordering = ["-day"]
 
     def __str__(self) -> str:
-        return f"{self.user_id}: {self.day}"
+        return f"{self.owner_id}: {self.day}"
 
 
 class EmailKind(models.TextChoices):
@@ -76,7 +76,8 @@ class OutgoingEmail(models.Model):
     """
 
     kind = models.CharField(max_length=20, choices=EmailKind.choices)
-    user = models.ForeignKey(
+    # Whose message: the account it is about, or the inviter (an invitation to an address).
+    owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
         null=True,

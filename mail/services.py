@@ -52,7 +52,7 @@ def base_url() -> str:
 
 
 def email_queue(
-    *, kind: str, to: str, template: str, context: dict, user: AbstractBaseUser | None = None
+    *, kind: str, to: str, template: str, context: dict, owner: AbstractBaseUser | None = None
 ) -> OutgoingEmail:
     """Render `mail/email/<template>_subject.txt`, `.txt` and `.html` and queue the message.
 
@@ -63,7 +63,7 @@ def email_queue(
     subject = " ".join(render_to_string(f"mail/email/{template}_subject.txt", context).split())
     email = OutgoingEmail.objects.create(
         kind=kind,
-        user=user,
+        owner=owner,
         to=to,
         subject=subject[:200],
         text=render_to_string(f"mail/email/{template}.txt", context),
@@ -84,13 +84,13 @@ def email_publish(*, email_id: int) -> bool:
 
 
 def email_address_for(*, user: AbstractBaseUser) -> EmailAddress:
-    found = EmailAddress.objects.filter(user=user).first()
-    return found or EmailAddress(user=user)
+    found = EmailAddress.objects.filter(owner=user).first()
+    return found or EmailAddress(owner=user)
 
 
 def verified_address(*, user_id: int) -> str:
     """The account's verified address, or "" (nothing is ever sent to an unverified one but its link)."""
-    row = EmailAddress.objects.filter(user_id=user_id).exclude(address="").exclude(verified_at=None).first()
+    row = EmailAddress.objects.filter(owner_id=user_id).exclude(address="").exclude(verified_at=None).first()
     return row.address if row is not None else ""
 
 
@@ -98,7 +98,7 @@ def _address_taken(address: str, *, by_other_than: int) -> bool:
     return (
         EmailAddress.objects.filter(address__iexact=address)
         .exclude(verified_at=None)
-        .exclude(user_id=by_other_than)
+        .exclude(owner_id=by_other_than)
         .exists()
     )
 
@@ -116,7 +116,7 @@ def email_address_request(*, user: AbstractBaseUser, address: str, site_url: str
     """
     address = address.strip()
     validate_email(address)
-    row, _ = EmailAddress.objects.select_for_update().get_or_create(user=user)
+    row, _ = EmailAddress.objects.select_for_update().get_or_create(owner=user)
     if row.is_verified and row.address.lower() == address.lower():
         row.pending, row.pending_sent_at = "", None
         row.save(update_fields=["pending", "pending_sent_at"])
@@ -127,7 +127,7 @@ def email_address_request(*, user: AbstractBaseUser, address: str, site_url: str
     email_queue(
         kind=EmailKind.VERIFY,
         to=address,
-        user=user,
+        owner=user,
         template="verify_address",
         context={
             "username": user.get_username(),
@@ -159,7 +159,7 @@ def verify_token_check(*, token: str) -> tuple[int, str]:
 def email_address_verify(*, token: str) -> EmailAddress:
     """Follow a verification link: the waiting address becomes the account's verified one."""
     user_id, address = verify_token_check(token=token)
-    row = EmailAddress.objects.select_for_update().filter(user_id=user_id).first()
+    row = EmailAddress.objects.select_for_update().filter(owner_id=user_id).first()
     if row is None or row.pending.lower() != address:
         if row is not None and row.is_verified and row.address.lower() == address:
             return row  # followed twice: already done
@@ -179,7 +179,7 @@ def email_address_verify(*, token: str) -> EmailAddress:
 @transaction.atomic
 def email_address_remove(*, user: AbstractBaseUser) -> None:
     """No address: no reset by e-mail, no digest."""
-    EmailAddress.objects.filter(user=user).update(
+    EmailAddress.objects.filter(owner=user).update(
         address="", verified_at=None, pending="", pending_sent_at=None, daily_digest=False
     )
 
@@ -217,7 +217,7 @@ def password_reset_request(*, address: str, site_url: str) -> int:
             email_queue(
                 kind=EmailKind.PASSWORD_RESET,
                 to=user.email_address.address,
-                user=user,
+                owner=user,
                 template="password_reset",
                 context={
                     "username": user.get_username(),
@@ -294,6 +294,7 @@ def circle_invitation_deliver(
     email_queue(
         kind=EmailKind.CIRCLE_INVITE,
         to=recipient.address,
+        owner=inviter,
         template="circle_invite",
         context={
             "inviter": inviter.get_username(),
@@ -328,6 +329,7 @@ def link_invitation_deliver(
     email_queue(
         kind=EmailKind.LINK_INVITE,
         to=recipient.address,
+        owner=inviter,
         template="link_invite",
         context={
             "inviter": inviter.get_username(),
@@ -344,11 +346,11 @@ def link_invitation_deliver(
 def digest_users_due(*, day: date) -> list[int]:
     """Accounts that asked for the digest, with a verified address, and none made for `day`."""
     return list(
-        EmailAddress.objects.filter(daily_digest=True, user__is_active=True)
+        EmailAddress.objects.filter(daily_digest=True, owner__is_active=True)
         .exclude(address="")
         .exclude(verified_at=None)
-        .exclude(user__digest_days__day=day)
-        .values_list("user_id", flat=True)
+        .exclude(owner__digest_days__day=day)
+        .values_list("owner_id", flat=True)
     )
 
 
@@ -368,16 +370,16 @@ def digest_make(*, user_id: int, day: date) -> OutgoingEmail | None:
     from memories.selectors import memory_on_this_day
 
     address = verified_address(user_id=user_id)
-    row = EmailAddress.objects.filter(user_id=user_id, daily_digest=True).first()
+    row = EmailAddress.objects.filter(owner_id=user_id, daily_digest=True).first()
     if not address or row is None:
         return None
-    previous = DigestDay.objects.filter(user_id=user_id).order_by("-day").first()
+    previous = DigestDay.objects.filter(owner_id=user_id).order_by("-day").first()
     try:
         with transaction.atomic():
-            claim = DigestDay.objects.create(user_id=user_id, day=day)
+            claim = DigestDay.objects.create(owner_id=user_id, day=day)
     except IntegrityError:
         return None
-    user = row.user
+    user = row.owner
     since = previous.created_at if previous is not None else timezone.now() - timedelta(days=1)
     notifications = list(
         Notification.objects.filter(recipient_id=user_id, created_at__gt=since)[:DIGEST_NOTIFICATIONS_LIMIT]
@@ -407,7 +409,7 @@ def digest_make(*, user_id: int, day: date) -> OutgoingEmail | None:
     email = email_queue(
         kind=EmailKind.DIGEST,
         to=address,
-        user=user,
+        owner=user,
         template="digest",
         context={
             "username": user.get_username(),

@@ -107,7 +107,7 @@ def mail_verify(request: HttpRequest, token: str) -> HttpResponse:
     except services.VerificationInvalid as invalid:
         return render(request, "mail/verify.html", {"invalid": " ".join(invalid.messages)}, status=404)
     messages.success(request, f"{row.address} is verified.")
-    if request.user.is_authenticated and request.user.pk == row.user_id:
+    if request.user.is_authenticated and request.user.pk == row.owner_id:
         return redirect("mail_settings")
     return render(request, "mail/verify.html", {"verified": row.address})
 

@@ -46,6 +46,6 @@ def verified(user, address: str):
     from mail.models import EmailAddress
 
     row, _ = EmailAddress.objects.update_or_create(
-        user=user, defaults={"address": address, "verified_at": timezone.now()}
+        owner=user, defaults={"address": address, "verified_at": timezone.now()}
     )
     return row

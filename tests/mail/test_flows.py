@@ -65,7 +65,7 @@ def test_adding_an_address_sends_a_link_that_verifies_it(alice_client, alice, sm
     response = alice_client.post(reverse("mail_address_set"), {"address": "alice@example.org"})
     assert response.status_code == 302
     assert smtp_settings.messages == []  # the request only queued it
-    assert not EmailAddress.objects.get(user=alice).is_verified
+    assert not EmailAddress.objects.get(owner=alice).is_verified
 
     assert deliver_outbox() == 1
     message = only_message(smtp_settings, "alice@example.org")
@@ -75,10 +75,10 @@ def test_adding_an_address_sends_a_link_that_verifies_it(alice_client, alice, sm
 
     page = alice_client.get(path_of(link))
     assert page.status_code == 200 and b"Verify my address" in page.content
-    assert not EmailAddress.objects.get(user=alice).is_verified  # opening the link changes nothing
+    assert not EmailAddress.objects.get(owner=alice).is_verified  # opening the link changes nothing
     done = alice_client.post(path_of(link))
     assert done.status_code == 302 and done["Location"] == reverse("mail_settings")
-    row = EmailAddress.objects.get(user=alice)
+    row = EmailAddress.objects.get(owner=alice)
     assert row.is_verified and row.address == "alice@example.org" and row.pending == ""
     assert OutgoingEmail.objects.get().text == ""  # sent: the body (with its link) is not kept
 
@@ -86,7 +86,7 @@ def test_adding_an_address_sends_a_link_that_verifies_it(alice_client, alice, sm
 def test_a_new_address_waits_and_the_old_one_stays_until_verified(alice_client, alice, smtp_settings):
     verified(alice, "old@example.org")
     alice_client.post(reverse("mail_address_set"), {"address": "typo@exmaple.org"})
-    row = EmailAddress.objects.get(user=alice)
+    row = EmailAddress.objects.get(owner=alice)
     assert row.address == "old@example.org" and row.pending == "typo@exmaple.org"
     page = alice_client.get(reverse("mail_settings"))
     assert b"old@example.org" in page.content and b"typo@exmaple.org" in page.content
@@ -100,7 +100,7 @@ def test_a_replaced_link_and_a_bad_link_do_nothing(alice_client, alice, smtp_set
     refused = Client().post(path_of(first))
     assert refused.status_code == 404 and b"replaced" in refused.content
     assert Client().post(path_of(first)[:-3] + "xyz/").status_code == 404
-    assert not EmailAddress.objects.get(user=alice).is_verified
+    assert not EmailAddress.objects.get(owner=alice).is_verified
 
 
 def test_an_address_another_account_verified_cannot_be_verified_again(alice, bob, smtp_settings):
@@ -110,7 +110,7 @@ def test_an_address_another_account_verified_cannot_be_verified_again(alice, bob
     (link,) = [link for link in only_message(smtp_settings, "Shared@example.org").links() if "verify" in link]
     response = Client().post(path_of(link))
     assert response.status_code == 404 and b"Another account" in response.content
-    assert not EmailAddress.objects.get(user=alice).is_verified
+    assert not EmailAddress.objects.get(owner=alice).is_verified
 
 
 def test_the_link_verifies_from_a_browser_that_is_not_signed_in(alice, smtp_settings):
@@ -119,7 +119,7 @@ def test_the_link_verifies_from_a_browser_that_is_not_signed_in(alice, smtp_sett
     (link,) = [link for link in only_message(smtp_settings, "alice@example.org").links() if "verify" in link]
     response = Client().post(path_of(link))
     assert response.status_code == 200 and b"Address verified" in response.content
-    assert EmailAddress.objects.get(user=alice).is_verified
+    assert EmailAddress.objects.get(owner=alice).is_verified
 
 
 def test_the_settings_page_links_to_the_email_page(alice_client):
@@ -165,7 +165,7 @@ def test_password_reset_by_email_sets_a_new_password(alice, smtp_settings):
 
 def test_reset_answers_the_same_for_an_unknown_or_unverified_address(alice, bob, smtp_settings):
     verified(alice, "alice@example.org")
-    EmailAddress.objects.create(user=bob, pending="bob@example.org", pending_sent_at=timezone.now())
+    EmailAddress.objects.create(owner=bob, pending="bob@example.org", pending_sent_at=timezone.now())
     answers = []
     for address in ["alice@example.org", "nobody@example.org", "bob@example.org"]:
         response = Client().post(reverse("mail_password_reset"), {"address": address})
@@ -299,7 +299,7 @@ def test_link_invitation_to_yourself_is_refused(alice_client, alice, ben):
 def test_digest_needs_a_verified_address(alice_client, alice):
     response = alice_client.post(reverse("mail_digest_set"), {"daily_digest": "on"})
     assert response.status_code == 400 and b"Verify an e-mail address first" in response.content
-    assert not EmailAddress.objects.filter(user=alice, daily_digest=True).exists()
+    assert not EmailAddress.objects.filter(owner=alice, daily_digest=True).exists()
 
 
 def test_digest_brings_inbox_and_on_this_day_at_most_once_a_day(alice_client, alice, ben, smtp_settings):
@@ -326,26 +326,26 @@ def test_digest_brings_inbox_and_on_this_day_at_most_once_a_day(alice_client, al
     assert "bob asks to join Family." in message.text and "bob asks to join Family." in message.html
     for link in message.links():
         assert alice_client.get(path_of(link)).status_code == 200, link
-    assert DigestDay.objects.get(user=alice).sent
+    assert DigestDay.objects.get(owner=alice).sent
 
 
 def test_digest_says_nothing_on_a_quiet_day_and_nothing_when_off(alice, bob, smtp_settings):
     verified(alice, "alice@example.org")
-    EmailAddress.objects.filter(user=alice).update(daily_digest=True)
+    EmailAddress.objects.filter(owner=alice).update(daily_digest=True)
     verified(bob, "bob@example.org")  # digest off
     Notification.objects.create(recipient=bob, kind="join_request", text="x asks to join Y.")
     today = timezone.localdate()
     assert services.digest_make(user_id=alice.pk, day=today) is None
     assert services.digest_make(user_id=bob.pk, day=today) is None
-    assert DigestDay.objects.filter(user=alice, sent=False).exists() and not DigestDay.objects.filter(
-        user=bob
+    assert DigestDay.objects.filter(owner=alice, sent=False).exists() and not DigestDay.objects.filter(
+        owner=bob
     )
     assert deliver_outbox() == 0
 
 
 def test_the_beat_queues_digests_from_the_configured_hour(alice, settings, monkeypatch):
     verified(alice, "alice@example.org")
-    EmailAddress.objects.filter(user=alice).update(daily_digest=True)
+    EmailAddress.objects.filter(owner=alice).update(daily_digest=True)
     queued = []
     monkeypatch.setattr("memories.tasks.enqueue", lambda task, *args, **kw: queued.append((task.name, args)))
     settings.MAIL_DIGEST_HOUR = 24  # never reached
