@@ -97,6 +97,7 @@ def login_verify(request: HttpRequest) -> HttpResponse:
             sessions.browser_remember(request=request, response=response, user=user)
             return response
         if two_factor.pending_sign_in_failure(request=request):
+            sessions.second_step_failed_notify(request=request, user=user)
             messages.error(request, "Too many wrong codes. Enter your password again to start over.")
             return redirect("login")
         form.add_error("code", "That code is not right, or it was used already. Try the newest code.")

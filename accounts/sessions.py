@@ -52,6 +52,7 @@ KNOWN_BROWSER_SALT = "accounts.sessions.known-browser"
 KNOWN_BROWSER_MAX_AGE = 400 * 24 * 3600  # browsers cap cookies at 400 days
 KNOWN_BROWSER_MAX_ACCOUNTS = 5
 NEW_SIGN_IN_KIND = "new_sign_in"
+SECOND_STEP_FAILED_KIND = "second_step_failed"
 
 
 # --- The device, in plain words -----------------------------------------------------
@@ -168,6 +169,14 @@ def signed_in_session_touch(*, request: HttpRequest) -> bool:
     return True
 
 
+def signed_in_session_rekey(*, request: HttpRequest, old_key: str | None) -> None:
+    """The session's key was cycled (a password change does that): its record follows it now."""
+    key = request.session.session_key
+    if old_key and key and old_key != key:
+        SignedInSession.objects.filter(session_key=old_key, owner_id=request.user.pk).update(session_key=key)
+        request.session[RECORD_KEY] = key
+
+
 def _session_store():
     return import_module(settings.SESSION_ENGINE).SessionStore
 
@@ -233,6 +242,19 @@ def browser_remember(*, request: HttpRequest, response: HttpResponse, user: Abst
         secure=settings.SESSION_COOKIE_SECURE,
         httponly=True,
         samesite="Lax",
+    )
+
+
+def second_step_failed_notify(*, request: HttpRequest, user: AbstractBaseUser) -> None:
+    """Someone gave the right password and then too many wrong codes: the owner should know."""
+    device = device_describe(request.META.get("HTTP_USER_AGENT", ""))
+    address = _address(request) or "an unknown address"
+    notify(
+        recipient=user,
+        kind=SECOND_STEP_FAILED_KIND,
+        text=f"Someone entered your password correctly from {device} at {address}, then gave wrong "
+        "codes, and was not signed in. If it was not you, change your password now.",
+        url=reverse("password_change"),
     )
 
 

@@ -94,6 +94,17 @@ class PasswordChangeView(auth_views.PasswordChangeView):
             )
         return super().post(request, *args, **kwargs)
 
+    def form_valid(self, form: PasswordChangeForm) -> HttpResponse:
+        # Django keeps this browser signed in (a new session key) and the new password hash
+        # turns every other session away; the Sessions page is made to say so at once.
+        old_key = self.request.session.session_key
+        response = super().form_valid(form)
+        sessions.signed_in_session_rekey(request=self.request, old_key=old_key)
+        sessions.signed_in_sessions_end_others(
+            owner=self.request.user, keep_session_key=self.request.session.session_key
+        )
+        return response
+
     def form_invalid(self, form: PasswordChangeForm) -> HttpResponse:
         if form.has_error("old_password", code="password_incorrect"):
             ratelimits.password_change_failure_record(self.request)

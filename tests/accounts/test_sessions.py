@@ -161,6 +161,21 @@ def test_a_password_change_keeps_the_record_under_the_new_session_key(alice):
     assert SignedInSession.objects.get(owner=alice).session_key == browser.session.session_key
 
 
+def test_a_password_change_signs_the_other_browsers_out_and_the_page_says_so(alice):
+    firefox, safari = _browser(FIREFOX_WINDOWS), _browser(SAFARI_IPHONE)
+    _log_in(firefox)
+    _log_in(safari)
+    new = "a new sturdy passphrase"
+    firefox.post(
+        reverse("password_change"), {"old_password": PASSWORD, "new_password1": new, "new_password2": new}
+    )
+    page = firefox.get(reverse("session_list"))
+    assert page.status_code == 200
+    assert page.context["current"].session_key == firefox.session.session_key
+    assert page.context["others"] == []
+    assert safari.get(reverse("timeline")).status_code == 302
+
+
 def test_log_out_removes_the_record(alice):
     browser = _browser(FIREFOX_WINDOWS)
     _log_in(browser)

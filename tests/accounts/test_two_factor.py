@@ -18,6 +18,7 @@ from accounts.two_factor import (
     totp_verify,
     two_factor_enabled,
 )
+from inbox.models import Notification
 from tests.accounts.two_factor_helpers import enrol, totp_code, wrong_code
 
 pytestmark = pytest.mark.django_db
@@ -176,6 +177,10 @@ def test_too_many_wrong_codes_end_the_pending_sign_in(alice, client):
     response = client.post(reverse("login_verify"), {"code": totp_code(device, steps_ahead=1)})
     assert response.status_code == 302 and response["Location"] == reverse("login")
     assert not _signed_in(client)
+    # The owner hears that someone has her password.
+    [notice] = Notification.objects.filter(recipient=alice, kind="second_step_failed")
+    assert "entered your password correctly" in notice.text
+    assert notice.url == reverse("password_change")
 
 
 def test_the_second_step_without_a_password_first_goes_back_to_log_in(alice, client):

@@ -22,6 +22,7 @@ from playwright.sync_api import Page, expect
 from accounts.models import Passkey, SignedInSession
 from accounts.services import user_signup
 from inbox.models import Notification
+from tests.browser.test_accessibility import axe_page  # noqa: F401 (a fixture)
 from tests.browser.test_circles import shoot
 from tests.browser.test_csp import RECORD_VIOLATIONS
 
@@ -291,3 +292,45 @@ def test_sessions_page_signs_the_other_browser_out(live_server, new_person_page,
     laptop.goto(f"{live_server.url}/people/")
     expect(laptop).to_have_url(f"{live_server.url}/people/")
     assert SignedInSession.objects.filter(owner=alice).count() == 1
+
+
+def test_security_pages_have_no_serious_accessibility_violations(live_server, axe_page):  # noqa: F811
+    """axe-core, as tests/browser/test_accessibility.py runs it, on each page of this feature."""
+    from tests.browser.test_accessibility import WIDTHS, blocking_violations, duplicate_ids
+
+    alice = user_signup(username="alice", password=PASSWORD)
+    page = axe_page
+    base = live_server.url
+    failures: dict[str, list] = {}
+
+    def check(name: str) -> None:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            if found := blocking_violations(page):
+                failures[f"{name}@{width}"] = found
+        if duplicated := duplicate_ids(page):
+            failures[f"{name} ids"] = duplicated
+        page.set_viewport_size({"width": DESKTOP, "height": 900})
+
+    log_in(page, base)
+    pages = {
+        "security": "/accounts/security/",
+        "sessions": "/accounts/sessions/",
+        "two_factor_setup": "/accounts/security/two-factor/",
+    }
+    for name, path in pages.items():
+        page.goto(f"{base}{path}")
+        check(name)
+    secret = page.locator("#totp-secret").inner_text()
+    page.fill("#id_code", app_code(secret))
+    page.click("button:has-text('Turn on two-factor sign-in')")
+    expect(page.locator("h1")).to_have_text("Your recovery codes")
+    check("recovery_codes")
+    page.goto(f"{base}/accounts/security/two-factor/off/")
+    check("two_factor_disable")
+    page.click("button:has-text('Log out')")
+    log_in(page, base)
+    expect(page.locator("h1")).to_have_text("One more step")
+    check("login_verify")
+    assert failures == {}
+    assert alice.totpdevice_set.filter(confirmed=True).exists()
