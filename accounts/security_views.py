@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import REDIRECT_FIELD_NAME, login
 from django.contrib.auth import views as auth_views
@@ -17,7 +18,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect, render, resolve_url
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -31,13 +32,18 @@ MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 _MAX_JSON_BODY = 64 * 1024
 
 
-def _next_url(request: HttpRequest) -> str:
-    target = request.POST.get(REDIRECT_FIELD_NAME) or request.GET.get(REDIRECT_FIELD_NAME) or ""
-    if url_has_allowed_host_and_scheme(
+def _safe_path(request: HttpRequest, target: str) -> str:
+    """`target` if it is a path on this site, else "" (a bare word would be taken for a URL name)."""
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return target
     return ""
+
+
+def _next_url(request: HttpRequest) -> str:
+    target = request.POST.get(REDIRECT_FIELD_NAME) or request.GET.get(REDIRECT_FIELD_NAME) or ""
+    return _safe_path(request, target)
 
 
 def _sign_in(request: HttpRequest, *, user: AbstractBaseUser, method: str, backend: str) -> bool:
@@ -67,7 +73,7 @@ class LoginView(auth_views.LoginView):
                 url += "?" + urlencode({REDIRECT_FIELD_NAME: next_url})
             return redirect(url)
         _sign_in(self.request, user=user, method="password", backend=backend)
-        response = redirect(self.get_success_url())
+        response = redirect(_next_url(self.request) or resolve_url(settings.LOGIN_REDIRECT_URL))
         sessions.browser_remember(request=self.request, response=response, user=user)
         return response
 
@@ -137,11 +143,7 @@ def passkey_login(request: HttpRequest) -> JsonResponse:
     except ValueError:
         return _refused("The passkey could not be checked. Try again.")
     _sign_in(request, user=passkey.owner, method=passkeys.METHOD_PASSKEY, backend=MODEL_BACKEND)
-    target = str(body.get("next") or "")
-    if not url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        target = ""
+    target = _safe_path(request, str(body.get("next") or ""))
     response = JsonResponse({"redirect": target or reverse("timeline")})
     sessions.browser_remember(request=request, response=response, user=passkey.owner)
     return response

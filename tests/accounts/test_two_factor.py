@@ -272,3 +272,15 @@ def test_security_pages_need_a_signed_in_person(client, db, name):
     response = client.get(reverse(name))
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("next_url", ["foo", "-1", "//evil.example/", "https://evil.example/x"])
+def test_a_next_that_is_not_a_path_here_is_ignored_after_either_step(alice, client, next_url):
+    assert _password_step(client, next_url=next_url)["Location"] == reverse("timeline")
+    client.post(reverse("logout"))
+    device, _codes = enrol(alice)
+    _password_step(client, next_url=next_url)
+    response = client.post(
+        reverse("login_verify"), {"code": totp_code(device, steps_ahead=1), "next": next_url}
+    )
+    assert response.status_code == 302 and response["Location"] == reverse("timeline")
