@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "backups",
     "benchmarks",
     "attachments",
+    "pwa",
 ]
 
 MIDDLEWARE = [

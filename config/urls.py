@@ -28,5 +28,6 @@ urlpatterns = [
     path("universe/", include("memories.universe_urls")),
     path("memories/insights/", include("insights.urls")),
     path("photos/", include("attachments.urls")),
+    path("", include("pwa.urls")),
     path("", include("memories.urls")),
 ]

@@ -116,6 +116,19 @@
     form.requestSubmit();
   });
 
+  // A chat opens at its latest message, with the box to write in on screen (a phone
+  // would otherwise show the first message and leave the box below the fold).
+  const openAtLatest = () => {
+    const log = document.getElementById("chat-log");
+    const form = document.querySelector("form[data-chat-form]");
+    if (!log || !form || !log.querySelector(".chat-message")) return;
+    log.scrollTop = log.scrollHeight;
+    if (window.location.hash) return;
+    form.scrollIntoView({ block: "end" });
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", openAtLatest);
+  else openAtLatest();
+
   // After a reply arrives, bring it into view and give the box back its focus.
   document.addEventListener("htmx:afterSettle", (event) => {
     const log = document.getElementById("chat-log");
