@@ -8,7 +8,7 @@ class EmailAddressForm(forms.Form):
     address = forms.EmailField(
         label="E-mail address",
         max_length=254,
-        help_text="We send a link to it; it is used once you follow the link.",
+        help_text="We send a link to it; it becomes your address once you follow the link.",
         widget=forms.EmailInput(attrs={"autocomplete": "email"}),
     )
 

@@ -34,8 +34,9 @@ def _settings_page(request: HttpRequest, **extra) -> HttpResponse:
     row = services.email_address_for(user=request.user)
     context = {
         "row": row,
+        # A verified address is shown above the form; the field is for a new one.
         "address_form": EmailAddressForm(
-            initial={"address": row.pending or row.address or request.user.email}
+            initial={"address": row.pending or ("" if row.is_verified else request.user.email)}
         ),
         "digest_form": DigestForm(initial={"daily_digest": row.daily_digest}),
         **extra,
