@@ -23,5 +23,12 @@ class AccountsConfig(AppConfig):
             if request is not None:
                 signed_in_session_forget(request=request)
 
+        # The admin site signs in through our log-in (both factors), never with its own form.
+        from django.contrib import admin
+
+        from accounts.security_views import admin_login
+
+        admin.site.login = admin_login
+
         user_logged_in.connect(record, weak=False, dispatch_uid="accounts.signed_in_session_record")
         user_logged_out.connect(forget, weak=False, dispatch_uid="accounts.signed_in_session_forget")

@@ -78,6 +78,15 @@ class LoginView(auth_views.LoginView):
         return response
 
 
+def admin_login(request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+    """The admin site's log-in, replaced (accounts/apps.py): Django's would sign a staff member
+    in with the password alone. Everyone signs in here, with both factors, and comes back."""
+    if request.user.is_authenticated and request.user.is_active and request.user.is_staff:
+        return redirect(_next_url(request) or reverse("admin:index"))
+    target = _next_url(request) or reverse("admin:index")
+    return redirect(reverse("login") + "?" + urlencode({REDIRECT_FIELD_NAME: target}))
+
+
 @never_cache
 @require_http_methods(["GET", "POST"])
 def login_verify(request: HttpRequest) -> HttpResponse:

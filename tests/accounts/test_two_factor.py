@@ -284,3 +284,21 @@ def test_a_next_that_is_not_a_path_here_is_ignored_after_either_step(alice, clie
         reverse("login_verify"), {"code": totp_code(device, steps_ahead=1), "next": next_url}
     )
     assert response.status_code == 302 and response["Location"] == reverse("timeline")
+
+
+def test_the_admin_site_cannot_sign_a_staff_member_in_with_the_password_alone(alice, client):
+    alice.is_staff = alice.is_superuser = True
+    alice.save()
+    device, _codes = enrol(alice)
+    response = client.post("/admin/login/?next=/admin/", {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("login") + "?next=%2Fadmin%2F"
+    assert client.get("/admin/").status_code == 302
+    assert "_auth_user_id" not in client.session
+    # Through the real log-in, with both factors, the admin opens.
+    _password_step(client, next_url="/admin/")
+    response = client.post(
+        reverse("login_verify"), {"code": totp_code(device, steps_ahead=1), "next": "/admin/"}
+    )
+    assert response["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
