@@ -2,8 +2,9 @@
 
 One place for what no form, page or API field should have to remember:
 
-- **Control characters** in query strings and form fields (GET and POST, plain and
-  multipart; file contents are the uploads' own business) are removed: NUL (which
+- **Control characters** in query strings and web form fields (GET everywhere; POST,
+  plain and multipart, outside /api/ and /mcp/, whose bodies DRF and the MCP SDK parse;
+  file contents are the uploads' own business) are removed: NUL (which
   PostgreSQL cannot store: a message with one was a 500) and the other C0 and C1
   controls, keeping tab, line feed and carriage return. A browser never types them;
   pasted from elsewhere they are invisible garbage, and dropping them keeps the rest of
@@ -70,12 +71,14 @@ class InputEdgeMiddleware:
         query = _cleaned(request.GET)
         if query is not None:
             request.GET = query
-        if request.method == "POST" and request.content_type in (
-            "application/x-www-form-urlencoded",
-            "multipart/form-data",
+        if (
+            request.method == "POST"
+            and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data")
+            and not request.path.startswith(JSON_PREFIXES)
         ):
-            # Reading POST here parses the body as CsrfViewMiddleware would a moment later;
-            # DRF takes the parsed (cleaned) form from the request when the stream is spent.
+            # Reading POST here parses the body as CsrfViewMiddleware would a moment later.
+            # Not under /api/ and /mcp/: DRF parses its own bodies (and answers in JSON),
+            # and its text fields refuse control characters by name.
             form = _cleaned(request.POST)
             if form is not None:
                 request.POST = form

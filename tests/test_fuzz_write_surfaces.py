@@ -42,6 +42,7 @@ from hypothesis import strategies as st
 from accounts.models import TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
+from circles.agent import circle_conversation
 from circles.services import circle_create, invite_create
 from linked.services import person_link_accept, person_link_invite_create
 from memories.models import EMBEDDING_DIMENSIONS
@@ -132,6 +133,9 @@ def world(alice, mallory, llm_stub, monkeypatch) -> World:  # noqa: F811
         participants=[ParticipantSpec(person=bob)],
     )
     circle = circle_create(owner=alice, name="Family")
+    # Opened once, as the chat page does: the conversations exist before any message is fuzzed.
+    for private in (False, True):
+        circle_conversation(circle=circle, user=alice, private=private)
     caregiver = Agent.objects.get(owner=alice, name="Caregiver")
     _, owner_token = access_token_create(owner=alice, kind=TokenKind.OWNER, name="scripts")
     _, agent_token = access_token_create(owner=alice, kind=TokenKind.AGENT, agent=caregiver)
@@ -762,7 +766,48 @@ WEB_SURFACES = [
     WebSurface(
         "replaces picker", "get", lambda w: f"/memories/{w.memory.pk}/replaces/", lambda w: {"q": ["park"]}
     ),
+    # Issue #40: the Universe, calendar, chat and the other pages' query strings and htmx posts.
+    WebSurface("universe", "get", lambda w: "/universe/", lambda w: _universe_fields(w)),
+    WebSurface("universe graph", "get", lambda w: "/universe/graph.json", lambda w: _universe_fields(w)),
+    WebSurface(
+        "calendar",
+        "get",
+        lambda w: "/calendar/",
+        lambda w: {"month": ["2024-05", "0002-01", "9000-12"], "in": ["timeline", ""]},
+    ),
+    WebSurface(
+        "on this day", "get", lambda w: "/on-this-day/", lambda w: {"date": ["2024-05-01", "9000-12-31"]}
+    ),
+    WebSurface("mentions", "get", lambda w: "/people/mentions/", lambda w: {"q": ["Bo", "Carol"]}),
+    WebSurface(
+        "participant row",
+        "get",
+        lambda w: "/memories/people-row/",
+        lambda w: {"people-TOTAL_FORMS": ["1", "2"]},
+    ),
+    WebSurface(
+        "circle chat",
+        "post",
+        lambda w: f"/circles/{w.circle.pk}/chat/send/",
+        lambda w: {"message": ["What did we plant?"]},
+    ),
+    WebSurface(
+        "circle private chat",
+        "post",
+        lambda w: f"/circles/{w.circle.pk}/chat/private/send/",
+        lambda w: {"message": ["What did we plant?"]},
+    ),
 ]
+
+
+def _universe_fields(w: World) -> dict[str, list[Any]]:
+    return {
+        "person": [str(w.carol.pk), ""],
+        "since": ["2024-01-01", "0001-01-01", ""],
+        "until": ["2024-12-31", "9000-12-31", ""],
+        "limit": ["50", "1"],
+    }
+
 
 form_text = st.one_of(
     # Near Django's 2.5 MB upload limit: past PostgreSQL's 1 MB tsvector unless a form caps it.
