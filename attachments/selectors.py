@@ -52,3 +52,23 @@ def attachment_counts(*, memory_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int
         .values_list("memory_id", "count")
     )
     return dict(rows)
+
+
+def photo_counts_attach(memories: list) -> list:
+    """Give each memory its photo count (one query for all); the same list back.
+
+    For memories the caller has already been allowed to see (the gate's answer for an
+    agent, the owner's own): a count is told only of a memory its reader may see.
+    """
+    counts = attachment_counts(memory_ids=[memory.pk for memory in memories])
+    for memory in memories:
+        memory._photo_count = counts.get(memory.pk, 0)
+    return memories
+
+
+def photo_count(memory) -> int:
+    """How many photos a memory has (attached by photo_counts_attach, else counted now)."""
+    count = getattr(memory, "_photo_count", None)
+    if count is None:
+        count = memory._photo_count = Attachment.objects.filter(memory_id=memory.pk).count()
+    return count

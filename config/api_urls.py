@@ -10,6 +10,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounts.apis import TokenListApi, TokenRevokeApi
 from agents.apis import AgentChatApi, AgentConsentRequestApi, AgentDetailApi, AgentListApi
+from attachments.apis import MemoryPhotoListApi, PhotoDetailApi, PhotoFileApi
 from circles.apis import (
     CircleDetailApi,
     CircleInviteDetailApi,
@@ -86,6 +87,9 @@ v1_patterns = [
     path("memories/search/", MemorySearchApi.as_view(), name="api-memory-search"),
     path("memories/<uuid:memory_id>/", MemoryDetailApi.as_view(), name="api-memory"),
     path("memories/<uuid:memory_id>/similar/", MemorySimilarApi.as_view(), name="api-memory-similar"),
+    path("memories/<uuid:memory_id>/photos/", MemoryPhotoListApi.as_view(), name="api-memory-photos"),
+    path("photos/<uuid:photo_id>/", PhotoDetailApi.as_view(), name="api-photo"),
+    path("photos/<uuid:photo_id>/file/", PhotoFileApi.as_view(), name="api-photo-file"),
     path("memories/<uuid:memory_id>/shares/", MemoryShareListApi.as_view(), name="api-memory-shares"),
     path(
         "memories/<uuid:memory_id>/shares/<uuid:circle_id>/",

@@ -23,6 +23,7 @@ from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
 from agents.models import AccessSurface
 from agents.services import access_log_record
+from attachments.selectors import photo_count, photo_counts_attach
 from config.api_inputs import StrictCharField
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.gate import agent_visible_memories
@@ -76,9 +77,16 @@ class MemoryOutputSerializer(serializers.Serializer):
     embedding_status = serializers.SerializerMethodField(
         help_text="“pending” until the worker has computed the embedding, then “ready”."
     )
+    photo_count = serializers.SerializerMethodField(
+        help_text="How many photos the memory has. The photos themselves (bytes, addresses, "
+        "metadata) are the owner's: /memories/{id}/photos/, never given to agent tokens."
+    )
 
     class Meta:
         ref_name = "Memory"
+
+    def get_photo_count(self, memory: Memory) -> int:
+        return photo_count(memory)
 
     @extend_schema_field(serializers.ChoiceField(choices=["pending", "ready"]))
     def get_embedding_status(self, memory: Memory) -> str:
@@ -120,6 +128,7 @@ class MemoryOutputSerializer(serializers.Serializer):
                 for participant in memory.participants.all()
             ],
             "embedding_status": self.get_embedding_status(memory),
+            "photo_count": photo_count(memory),
         }
 
 
@@ -166,7 +175,7 @@ def _search_results(hits: list, *, scores: bool) -> list[dict]:
     # Raw scores only when asked: they are ranking internals (a fused reciprocal-rank
     # score has no meaning outside one result list), not something to show people.
     # One serializer for all of them: DRF copies a serializer's fields per instance.
-    memories = MemoryOutputSerializer([hit.memory for hit in hits], many=True).data
+    memories = MemoryOutputSerializer(photo_counts_attach([hit.memory for hit in hits]), many=True).data
     if not scores:
         return [{"memory": memory} for memory in memories]
     return [
@@ -370,7 +379,7 @@ class MemoryListApi(APIView):
                 "count": count,
                 "next": next_url,
                 "previous": previous_url,
-                "results": MemoryOutputSerializer(page, many=True).data,
+                "results": MemoryOutputSerializer(photo_counts_attach(page), many=True).data,
                 "consent_gated": agent is not None,
             }
         )

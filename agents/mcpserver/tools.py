@@ -33,6 +33,7 @@ from agents.proposals import (
     memory_proposal_create,
 )
 from agents.services import access_log_record
+from attachments.selectors import photo_count
 from circles.selectors import memory_privacy_audit
 from config.limits import text_problem
 from insights.services import insight_check
@@ -111,6 +112,8 @@ def _memory_out(memory: Memory) -> dict[str, Any]:
             for participant in memory.participants.all()
         ],
         "told_by": memory.source_person.display_name if memory.source_person else None,
+        # How many photos, never the photos: no agent receives their bytes, address or metadata.
+        "photos": photo_count(memory),
     }
 
 
