@@ -64,6 +64,7 @@ def test_alice_turns_on_two_factor_signs_in_with_a_code_and_with_a_recovery_code
 
     page.goto(f"{live_server.url}/accounts/security/")
     expect(page.locator("h1")).to_have_text("Sign-in and security")
+    expect(page.locator(".site-account a[aria-current=page]")).to_have_text("Settings")
     expect(page.locator("#two-factor")).to_contain_text("Off")
     shoot(page, artifacts_dir / "security_off_1280.png", width=DESKTOP)
     shoot(page, artifacts_dir / "security_off_390.png", width=PHONE)
