@@ -498,6 +498,17 @@ def fix_unmarked_expired(_: list[uuid.UUID]) -> None:
 
 
 # Order matters for --fix: see the module docstring.
+def _photos(name: str) -> Callable:
+    """A check of attachments.maintenance (photos build on memories: imported when run)."""
+
+    def run(*args):
+        from attachments import maintenance
+
+        return getattr(maintenance, name)(*args)
+
+    return run
+
+
 CHECKS: tuple[Check, ...] = (
     Check("bad_edges", "edges pointing at a deleted memory or across owners", find_bad_edges, fix_bad_edges),
     Check(
@@ -548,6 +559,18 @@ CHECKS: tuple[Check, ...] = (
         "memories whose copy for full-text search is missing or out of date",
         find_wrong_text_copies,
         fix_wrong_text_copies,
+    ),
+    Check(
+        "photo_rows_without_files",
+        "photos whose files are missing from the store",
+        _photos("find_photo_rows_without_files"),
+        _photos("fix_photo_rows_without_files"),
+    ),
+    Check(
+        "orphan_photo_files",
+        "files in the photo store that belong to no photo",
+        _photos("find_orphan_photo_files"),
+        _photos("fix_orphan_photo_files"),
     ),
     Check(
         "stale_embeddings",

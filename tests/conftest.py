@@ -287,6 +287,13 @@ def _fast_passwords(settings) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _media_in_a_temporary_folder(settings, tmp_path_factory) -> None:
+    """Files a test writes (people's photos, memories' photos) never reach .data/media, and
+    doctor's check for photo files without a row never looks at a developer's own store."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_rate_limits(settings) -> None:
     """Each test counts from zero in the real rate-limit cache (Valkey): keys of its own.
 
