@@ -35,7 +35,7 @@ from circles.models import Circle, MembershipRole
 from config.limits import MAX_PAGE
 from mail.forms import InvitationForm
 from mail.services import circle_invitation_deliver, invitation_recipient
-from mail.views import site_url
+from mail.views import MAIL_RATE_LIMITED, mail_rate_limited, site_url
 from memories.models import Memory
 from memories.retrieval import circle_memory_search
 from memories.selectors import memory_get
@@ -406,7 +406,9 @@ def circle_invite_send(request: HttpRequest, circle_id) -> HttpResponse:
     circle = selectors.circle_get_for_owner(user=request.user, circle_id=circle_id)
     form = InvitationForm(request.POST)
     extra: dict = {"send_form": form}
-    if form.is_valid():
+    if form.is_valid() and mail_rate_limited(request):
+        form.add_error("to", MAIL_RATE_LIMITED)
+    elif form.is_valid():
         try:
             with transaction.atomic():  # the invite and its message commit together, or neither
                 recipient = invitation_recipient(to=form.cleaned_data["to"], inviter=request.user)

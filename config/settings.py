@@ -505,6 +505,8 @@ MAIL_SWEEP_GRACE = env.int("MAIL_SWEEP_GRACE", default=60)
 MAIL_DIGEST_HOUR = env.int("MAIL_DIGEST_HOUR", default=7)
 # "Forgot password?" form posts from one address (accounts/ratelimits.py's kind of limit).
 KEEPSAKE_RATELIMITS["password_reset_per_address"] = env("RATELIMIT_PASSWORD_RESET", default="10/h")
+# Invitations and verification links one account asks for (to addresses it types).
+KEEPSAKE_RATELIMITS["mail_per_account"] = env("RATELIMIT_MAIL", default="50/d")
 CELERY_BEAT_SCHEDULE |= {
     "mail-sweep": {"task": "mail.sweep", "schedule": 60.0},
     "mail-digests": {"task": "mail.digests", "schedule": 900.0},

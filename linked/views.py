@@ -31,7 +31,7 @@ from linked import selectors, services
 from linked.templatetags.linked_tags import link_panel_context
 from mail.forms import InvitationForm
 from mail.services import invitation_recipient, link_invitation_deliver
-from mail.views import site_url
+from mail.views import MAIL_RATE_LIMITED, mail_rate_limited, site_url
 from people.forms import ConsentForm
 from people.models import ConsentActor, ConsentSurface, Person
 from people.selectors import person_get
@@ -75,6 +75,8 @@ def person_link_invite_send(request: HttpRequest, person_id) -> HttpResponse:
     form = InvitationForm(request.POST)
     if not form.is_valid():
         return _link_panel(request, person, link_error=" ".join(form.errors.get("to", ["Give an address."])))
+    if mail_rate_limited(request):
+        return _link_panel(request, person, link_error=MAIL_RATE_LIMITED)
     try:
         with transaction.atomic():  # the invitation and its message commit together, or neither
             recipient = invitation_recipient(to=form.cleaned_data["to"], inviter=request.user)

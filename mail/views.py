@@ -22,6 +22,19 @@ from mail import services
 from mail.forms import DigestForm, EmailAddressForm, PasswordResetRequestForm, SetNewPasswordForm
 
 
+def mail_rate_limited(request: HttpRequest) -> bool:
+    """Messages one account asks us to send to addresses it gives (invitations, verification
+    links) within the window: past it, a page says so and nothing is sent. Keeps an account
+    from making this server a sender of mail to strangers."""
+    rate = settings.KEEPSAKE_RATELIMITS.get("mail_per_account")
+    return bool(rate) and is_ratelimited(
+        request, group="keepsake.mail_per_account", key="user", rate=rate, method="POST", increment=True
+    )
+
+
+MAIL_RATE_LIMITED = "You have asked for many messages today; try again tomorrow."
+
+
 def site_url(request: HttpRequest) -> str:
     """This site's address as the visitor reached it: links in a message point back here."""
     return request.build_absolute_uri("/").rstrip("/")
@@ -54,7 +67,9 @@ def mail_settings(request: HttpRequest) -> HttpResponse:
 @require_POST
 def mail_address_set(request: HttpRequest) -> HttpResponse:
     form = EmailAddressForm(request.POST)
-    if form.is_valid():
+    if form.is_valid() and mail_rate_limited(request):
+        form.add_error("address", MAIL_RATE_LIMITED)
+    elif form.is_valid():
         try:
             row = services.email_address_request(
                 user=request.user, address=form.cleaned_data["address"], site_url=site_url(request)

@@ -407,3 +407,18 @@ def test_deleting_an_account_takes_its_address_and_waiting_mail(alice):
     get_user_model().objects.filter(pk=alice.pk).delete()
     assert not EmailAddress.objects.exists() and not OutgoingEmail.objects.exists()
     assert Person.objects.filter(owner_id=alice.pk).count() == 0
+
+
+def test_an_account_asking_for_too_many_messages_is_told_and_nothing_is_sent(alice_client, alice, settings):
+    settings.KEEPSAKE_RATELIMITS = settings.KEEPSAKE_RATELIMITS | {"mail_per_account": "2/d"}
+    family = circle_create(owner=alice, name="Family", description="")
+    url = reverse("circle_invite_send", args=[family.pk])
+    for number in range(2):
+        assert alice_client.post(url, {"to": f"friend{number}@example.org"}).status_code == 302
+    refused = alice_client.post(url, {"to": "friend9@example.org"})
+    assert refused.status_code == 400 and b"try again tomorrow" in refused.content
+    ben = person_create(owner=alice, display_name="Ben")
+    panel = alice_client.post(reverse("person_link_invite_send", args=[ben.pk]), {"to": "x@example.org"})
+    assert b"try again tomorrow" in panel.content
+    assert OutgoingEmail.objects.count() == 2 and family.invites.count() == 2
+    assert not PersonLinkInvite.objects.filter(person=ben).exists()
