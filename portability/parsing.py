@@ -15,6 +15,7 @@ item refers to already done.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -169,7 +170,7 @@ def parse_import(*, filename: str, content: bytes) -> ParsedImport:
         raise _fail("A ZIP archive may only hold Day One journals; upload a Keepsake export as a .json file.")
     if kinds == {ImportFormat.KEEPSAKE}:
         return ParsedImport(format=ImportFormat.KEEPSAKE, items=_keepsake_items(documents[0][1]))
-    return ParsedImport(format=ImportFormat.DAYONE, items=_dayone_items(documents))
+    return ParsedImport(format=ImportFormat.DAYONE, items=_dayone_items(documents, _dayone_photos(content)))
 
 
 def _unstorable_text(value: Any, where: str, problems: _Problems) -> None:
@@ -602,7 +603,60 @@ _DAYONE_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!>|~])")
 _KIND_BY_TAG = {kind.lower(): kind for kind in MemoryKind.values}
 
 
-def _dayone_items(documents: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+# Day One keeps an entry's photos in the ZIP's `photos/` folder as `<md5>.<type>`, and
+# marks where each stood in the text with `![](dayone-moment://<identifier>)`.
+_DAYONE_MOMENT = re.compile(r"!\[[^\]]*\]\(dayone-moment:/+[^)]*\)\n?")
+_DAYONE_PHOTO_NAME = re.compile(r"^photos/([0-9a-fA-F]{32})\.([A-Za-z0-9]{2,5})$")
+
+
+def _dayone_photos(content: bytes) -> dict[str, tuple[str, bytes]]:
+    """md5 → (file name, bytes) of the photos in a Day One ZIP; none for a bare JSON file.
+
+    Their uncompressed sizes count against the import limit before any is inflated (a
+    ZIP bomb is refused); each photo is checked like any upload when its entry is imported.
+    """
+    if not content.startswith(b"PK\x03\x04"):
+        return {}
+    archive = zipfile.ZipFile(io.BytesIO(content))
+    members = {}
+    for info in archive.infolist():
+        match = _DAYONE_PHOTO_NAME.match(info.filename)
+        if match and not info.is_dir():
+            members[match.group(1).lower()] = info
+    limit = import_max_bytes()
+    if sum(info.file_size for info in members.values()) > limit:
+        raise _fail(f"The photos inside the ZIP are larger than the {human_size(limit)} limit.")
+    photos = {}
+    for md5, info in members.items():
+        try:
+            photos[md5] = (info.filename.rsplit("/", 1)[-1], archive.read(info))
+        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+            raise _fail(f"{info.filename} in the ZIP archive cannot be read.") from exc
+    return photos
+
+
+def _dayone_entry_photos(entry: dict, photos: dict[str, tuple[str, bytes]]) -> list[dict[str, str]]:
+    """The entry's photos in their order, as {name, data (base64)} for the import job; one
+    the ZIP does not hold is named with no data (the import says it was missing)."""
+    listed = entry.get("photos")
+    if not isinstance(listed, list):
+        return []
+    ordered = sorted(
+        (photo for photo in listed if isinstance(photo, dict)),
+        key=lambda photo: photo.get("orderInEntry", 0) if isinstance(photo.get("orderInEntry"), int) else 0,
+    )
+    found = []
+    for photo in ordered:
+        md5 = str(photo.get("md5") or "").lower()
+        name, data = photos.get(md5, (f"{md5 or 'photo'}.{photo.get('type') or 'jpeg'}", b""))
+        found.append({"name": name[:100], "data": base64.b64encode(data).decode("ascii")})
+    return found
+
+
+def _dayone_items(
+    documents: list[tuple[str, Any]], photos: dict[str, tuple[str, bytes]] | None = None
+) -> list[dict[str, Any]]:
+    photos = photos or {}
     problems = _Problems()
     items: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -635,7 +689,7 @@ def _dayone_items(documents: list[tuple[str, Any]]) -> list[dict[str, Any]]:
                 problems.add(f"{where}.tags", "must be a list of text")
                 tags = []
             kinds = {_KIND_BY_TAG[tag.strip().lower()] for tag in tags if tag.strip().lower() in _KIND_BY_TAG}
-            title, body = _dayone_title_and_body(text)
+            title, body = _dayone_title_and_body(_DAYONE_MOMENT.sub("", text))
             if len(body) > MEMORY_BODY_MAX_LENGTH:
                 problems.add(f"{where}.text", f"is longer than {MEMORY_BODY_MAX_LENGTH} characters")
             items.append(
@@ -648,6 +702,7 @@ def _dayone_items(documents: list[tuple[str, Any]]) -> list[dict[str, Any]]:
                     # A tag naming exactly one kind ("event", "task", …) sets it; otherwise
                     # the memory services choose, as for a memory typed in the journal.
                     "kind": kinds.pop() if len(kinds) == 1 else None,
+                    "photos": _dayone_entry_photos(entry, photos),
                 }
             )
     problems.raise_if_any()

@@ -39,6 +39,7 @@ naming them.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 import uuid
@@ -47,15 +48,19 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.sessions.models import Session
 from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import F, ProtectedError
 from django.utils import timezone
 
 from agents.models import Agent
+from attachments.images import image_prepare
+from attachments.services import attachments_add
 from circles.agent import circle_agent_update
 from circles.models import Circle
 from circles.services import circle_create, circle_update, memory_share
@@ -467,16 +472,43 @@ def _import_memory(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUI
 
 
 def _import_dayone_entry(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
-    if not item["body"].strip():
-        raise ItemSkipped("the entry has no text (photos, audio and drawings are not imported).")
+    # Photos are checked (like any upload) before anything is written for the entry.
+    photos, left_out = _prepared_photos(item.get("photos") or [])
+    if not item["body"].strip() and not photos:
+        raise ItemSkipped(
+            "the entry has no text and no photo that could be read (audio and drawings are not imported)."
+        )
     memory = memory_create(
         owner=context.owner,
-        body=item["body"],
+        body=item["body"] if item["body"].strip() else DAYONE_PHOTOS_ONLY,
         title=item["title"],
         occurred_at=parse_datetime_value(item["occurred_at"]),
         kind=item["kind"],
     )
-    return memory.pk, None
+    attachments_add(memory=memory, images=photos)
+    return memory.pk, ("Photos left out — " + "; ".join(left_out)) if left_out else None
+
+
+DAYONE_PHOTOS_ONLY = "Photos from Day One."
+
+
+def _prepared_photos(photos: list[dict[str, str]]) -> tuple[list, list[str]]:
+    """An imported entry's photos checked like uploads, and why any was left out."""
+    prepared, left_out = [], []
+    for photo in photos:
+        data = base64.b64decode(photo.get("data") or "")
+        if not data:
+            left_out.append(f"{photo.get('name')}: not in the archive")
+            continue
+        try:
+            prepared.append(image_prepare(ContentFile(data), name=photo.get("name")))
+        except ValidationError as error:
+            left_out.append(f"{photo.get('name')}: {' '.join(error.messages)}")
+    room = settings.ATTACHMENTS_PER_MEMORY
+    if len(prepared) > room:
+        left_out.append(f"{len(prepared) - room} photo(s) past the limit of {room} per memory")
+        prepared = prepared[:room]
+    return prepared, left_out
 
 
 def _import_supersession(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
