@@ -65,7 +65,7 @@ def test_lifecycle_on_the_pages(live_server, browser_page, artifacts_dir):
     page.fill("#id_body", "Remind me to call the dentist on Friday")
     page.click("button:has-text('Save memory')")
     card = page.locator(".memory-card", has_text="call the dentist")
-    expect(card.locator(".tag").first).to_have_text("Task")
+    expect(card.locator(".tag").first).to_have_text("To do")  # the kind in plain words
     expect(page.locator("#messages")).to_contain_text("Worked out from the text — kind: task")
 
     # A password is refused in place, the text kept to fix.

@@ -71,7 +71,10 @@ def test_universe_draws_a_capped_graph_filters_by_person_and_opens_a_node(
     page.fill("#id_password", "a sturdy passphrase")
     page.click("button[type=submit]")
 
-    # From the header (on a phone the header wraps; the link is still there).
+    # From the header (on a phone, behind its Menu button).
+    menu = page.get_by_role("button", name="Menu")
+    if menu.is_visible():
+        menu.click()
     page.locator("nav a", has_text="Universe").click()
     expect(page).to_have_url(f"{base}{reverse('universe')}")
     expect(page.locator("#universe-summary")).to_contain_text("Showing the 300 most recent of 5000 memories")
