@@ -24,7 +24,7 @@ from datetime import timedelta
 from importlib import import_module
 
 from django.conf import settings
-from django.contrib.auth import logout
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, logout
 from django.contrib.auth.models import AbstractBaseUser
 from django.core import signing
 from django.db.models import QuerySet
@@ -32,6 +32,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from accounts.models import SignedInSession
 from inbox.services import notify
@@ -181,11 +182,20 @@ def _session_store():
     return import_module(settings.SESSION_ENGINE).SessionStore
 
 
+def _still_signed_in(record: SignedInSession, *, owner: AbstractBaseUser) -> bool:
+    """Is the session there, and still for this owner's current password? A password change or
+    reset turns older sessions away at their next request; the page says so before that."""
+    data = _session_store()(session_key=record.session_key).load()
+    stored_hash = data.get(HASH_SESSION_KEY) or ""
+    return str(data.get(SESSION_KEY)) == str(owner.pk) and constant_time_compare(
+        stored_hash, owner.get_session_auth_hash()
+    )
+
+
 def signed_in_session_list(*, owner: AbstractBaseUser) -> list[SignedInSession]:
     """The owner's signed-in browsers, most recently seen first; records of ended sessions go."""
-    store = _session_store()
     records = list(SignedInSession.objects.filter(owner=owner))
-    ended = [record.session_key for record in records if not store().exists(record.session_key)]
+    ended = [record.session_key for record in records if not _still_signed_in(record, owner=owner)]
     if ended:
         SignedInSession.objects.filter(owner=owner, session_key__in=ended).delete()
     return [record for record in records if record.session_key not in ended]

@@ -176,6 +176,20 @@ def test_a_password_change_signs_the_other_browsers_out_and_the_page_says_so(ali
     assert safari.get(reverse("timeline")).status_code == 302
 
 
+def test_a_password_reset_elsewhere_takes_the_old_browsers_off_the_page(alice):
+    firefox, safari = _browser(FIREFOX_WINDOWS), _browser(SAFARI_IPHONE)
+    _log_in(safari)
+    alice.set_password("reset by e-mail")  # as a password reset does, from no session
+    alice.save()
+    firefox.post(reverse("login"), {"username": "alice", "password": "reset by e-mail"})
+    page = firefox.get(reverse("session_list"))
+    assert page.context["others"] == []
+    assert list(SignedInSession.objects.filter(owner=alice).values_list("device", flat=True)) == [
+        "Firefox on Windows"
+    ]
+    assert safari.get(reverse("timeline")).status_code == 302
+
+
 def test_log_out_removes_the_record(alice):
     browser = _browser(FIREFOX_WINDOWS)
     _log_in(browser)
