@@ -195,10 +195,11 @@ def _still_signed_in(record: SignedInSession, *, owner: AbstractBaseUser) -> boo
 def signed_in_session_list(*, owner: AbstractBaseUser) -> list[SignedInSession]:
     """The owner's signed-in browsers, most recently seen first; records of ended sessions go."""
     records = list(SignedInSession.objects.filter(owner=owner))
-    ended = [record.session_key for record in records if not _still_signed_in(record, owner=owner)]
-    if ended:
-        SignedInSession.objects.filter(owner=owner, session_key__in=ended).delete()
-    return [record for record in records if record.session_key not in ended]
+    ended = [record for record in records if not _still_signed_in(record, owner=owner)]
+    for record in ended:
+        # Gone or turned away already: its session (if any is left) and its record go now.
+        signed_in_session_end(record=record)
+    return [record for record in records if record not in ended]
 
 
 def signed_in_session_get(*, owner: AbstractBaseUser, session_id: object) -> SignedInSession:

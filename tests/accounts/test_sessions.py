@@ -187,6 +187,7 @@ def test_a_password_reset_elsewhere_takes_the_old_browsers_off_the_page(alice):
     assert list(SignedInSession.objects.filter(owner=alice).values_list("device", flat=True)) == [
         "Firefox on Windows"
     ]
+    assert not safari.session.exists(safari.session.session_key)
     assert safari.get(reverse("timeline")).status_code == 302
 
 
