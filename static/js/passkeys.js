@@ -58,6 +58,10 @@
   const explain = (error) => {
     if (error && error.name === "NotAllowedError") return "Cancelled, or the passkey did not answer in time.";
     if (error && error.name === "InvalidStateError") return "This device already has a passkey for your account.";
+    // WebAuthn takes a host name, never an address such as 127.0.0.1.
+    if (error && error.name === "SecurityError") {
+      return "Passkeys need a site name, not an address: open this page at localhost or the site's domain.";
+    }
     return (error && error.message) || "Something went wrong. Try again.";
   };
 
