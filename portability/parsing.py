@@ -169,7 +169,9 @@ def parse_import(*, filename: str, content: bytes) -> ParsedImport:
     if len(documents) > 1 and kinds != {ImportFormat.DAYONE}:
         raise _fail("A ZIP archive may only hold Day One journals; upload a Keepsake export as a .json file.")
     if kinds == {ImportFormat.KEEPSAKE}:
-        return ParsedImport(format=ImportFormat.KEEPSAKE, items=_keepsake_items(documents[0][1]))
+        items = _keepsake_items(documents[0][1])
+        _keepsake_photos(content, documents[0][1], items)
+        return ParsedImport(format=ImportFormat.KEEPSAKE, items=items)
     return ParsedImport(format=ImportFormat.DAYONE, items=_dayone_items(documents, _dayone_photos(content)))
 
 
@@ -607,6 +609,54 @@ _KIND_BY_TAG = {kind.lower(): kind for kind in MemoryKind.values}
 # marks where each stood in the text with `![](dayone-moment://<identifier>)`.
 _DAYONE_MOMENT = re.compile(r"!\[[^\]]*\]\(dayone-moment:/+[^)]*\)\n?")
 _DAYONE_PHOTO_NAME = re.compile(r"^photos/([0-9a-fA-F]{32})\.([A-Za-z0-9]{2,5})$")
+
+
+# Where Keepsake's own export ZIP (portability.selectors.export_markdown_zip) keeps photos.
+KEEPSAKE_PHOTO_FOLDER = "keepsake-memories/photos/"
+ATTACHMENT_RECORDS = "attachments.attachment"
+
+
+def _keepsake_photos(content: bytes, document: dict, items: list[dict[str, Any]]) -> None:
+    """Give each memory item of a Keepsake export ZIP its photos (the originals, with their
+    captions and names); a bare JSON export has none. Checked like uploads when imported."""
+    if not content.startswith(b"PK\x03\x04"):
+        return
+    records = document.get("records")
+    rows = records.get(ATTACHMENT_RECORDS) if isinstance(records, dict) else None
+    if not isinstance(rows, list):
+        return
+    archive = zipfile.ZipFile(io.BytesIO(content))
+    members = {
+        info.filename[len(KEEPSAKE_PHOTO_FOLDER) :].split(".", 1)[0]: info
+        for info in archive.infolist()
+        if info.filename.startswith(KEEPSAKE_PHOTO_FOLDER) and not info.is_dir()
+    }
+    limit = import_max_bytes()
+    if sum(info.file_size for info in members.values()) > limit:
+        raise _fail(f"The photos inside the ZIP are larger than the {human_size(limit)} limit.")
+    by_memory: dict[str, list[dict[str, Any]]] = {}
+    ordered = sorted(
+        (row for row in rows if isinstance(row, dict)),
+        key=lambda row: row.get("position") if isinstance(row.get("position"), int) else 0,
+    )
+    for row in ordered:
+        info = members.get(str(row.get("id")))
+        try:
+            data = archive.read(info) if info is not None else b""
+        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+            raise _fail(f"{info.filename} in the ZIP archive cannot be read.") from exc
+        caption, name = row.get("caption"), row.get("original_name")
+        by_memory.setdefault(str(row.get("memory")), []).append(
+            {
+                "name": info.filename.rsplit("/", 1)[-1] if info is not None else f"{row.get('id')}",
+                "original_name": name[:200] if isinstance(name, str) else "",
+                "caption": caption[:500] if isinstance(caption, str) else "",
+                "data": base64.b64encode(data).decode("ascii"),
+            }
+        )
+    for item in items:
+        if item["type"] == "memory":
+            item["photos"] = by_memory.get(item["key"].removeprefix("memory:"), [])
 
 
 def _dayone_photos(content: bytes) -> dict[str, tuple[str, bytes]]:

@@ -13,6 +13,7 @@ together (a circle's chats) is not the owner's alone, and is left out.
 from __future__ import annotations
 
 import io
+import json
 import uuid
 import zipfile
 from typing import Any
@@ -25,6 +26,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agents.models import Agent
+from attachments.models import Attachment
+from attachments.storage import attachment_storage
 from circles.models import Circle, CircleConversation, CircleMembership, MemoryShare
 from memories.models import Memory, MemoryEdge, MemoryGate, MemoryParticipant
 from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentEvent, Person, PersonConsent
@@ -340,19 +343,39 @@ def circles_markdown(*, owner: AbstractBaseUser, files: dict[Any, str]) -> str:
     return "\n".join(lines)
 
 
+def _photo_markdown(photos: list[Attachment]) -> str:
+    return "".join(
+        f"\n![{photo.caption.replace(']', ')')}](photos/{_photo_file(photo)})\n" for photo in photos
+    )
+
+
+def _photo_file(photo: Attachment) -> str:
+    return f"{photo.pk}.{photo.original.rsplit('.', 1)[-1]}"
+
+
 def export_markdown_zip(*, owner: AbstractBaseUser) -> bytes:
-    """A ZIP with one Markdown file per memory, under `keepsake-memories/`, and
-    `keepsake-people.md` (consent per audience and its history) and
-    `keepsake-circles.md` (circles, members, shares) beside them."""
+    """A ZIP with one Markdown file per memory, under `keepsake-memories/`, its photos (the
+    originals, as uploaded) in `keepsake-memories/photos/`, `keepsake-people.md` (consent per
+    audience and its history) and `keepsake-circles.md` (circles, members, shares) beside
+    them, and `keepsake-export.json` (export_json): this ZIP imports back, photos and all."""
     buffer = io.BytesIO()
     taken: set[str] = set()
     files: dict[Any, str] = {}
+    photos: dict[Any, list[Attachment]] = {}
+    for photo in Attachment.objects.filter(owner=owner).order_by("memory_id", "position", "created_at"):
+        photos.setdefault(photo.memory_id, []).append(photo)
+    storage = attachment_storage()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for memory in _memories_with_people(owner).iterator(chunk_size=500):
             files[memory.pk] = _markdown_name(memory, taken)
-            archive.writestr(f"keepsake-memories/{files[memory.pk]}", memory_markdown(memory))
+            text = memory_markdown(memory) + _photo_markdown(photos.get(memory.pk, []))
+            archive.writestr(f"keepsake-memories/{files[memory.pk]}", text)
+            for photo in photos.get(memory.pk, []):
+                with storage.open(photo.original, "rb") as original:
+                    archive.writestr(f"keepsake-memories/photos/{_photo_file(photo)}", original.read())
         archive.writestr("keepsake-people.md", people_markdown(owner=owner))
         archive.writestr("keepsake-circles.md", circles_markdown(owner=owner, files=files))
+        archive.writestr("keepsake-export.json", json.dumps(export_json(owner=owner), ensure_ascii=False))
     return buffer.getvalue()
 
 

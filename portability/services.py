@@ -468,7 +468,11 @@ def _import_memory(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUI
         source_person=context.person(item["source_person"], "The person who told it"),
         participants=participants,
     )
-    return memory.pk, None
+    photos, left_out = _prepared_photos(item.get("photos") or [])
+    attachments_add(
+        memory=memory, images=[image for image, _ in photos], captions=[caption for _, caption in photos]
+    )
+    return memory.pk, ("Photos left out — " + "; ".join(left_out)) if left_out else None
 
 
 def _import_dayone_entry(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
@@ -485,7 +489,7 @@ def _import_dayone_entry(item: dict[str, Any], context: _RunContext) -> tuple[uu
         occurred_at=parse_datetime_value(item["occurred_at"]),
         kind=item["kind"],
     )
-    attachments_add(memory=memory, images=photos)
+    attachments_add(memory=memory, images=[image for image, _ in photos])
     return memory.pk, ("Photos left out — " + "; ".join(left_out)) if left_out else None
 
 
@@ -493,7 +497,7 @@ DAYONE_PHOTOS_ONLY = "Photos from Day One."
 
 
 def _prepared_photos(photos: list[dict[str, str]]) -> tuple[list, list[str]]:
-    """An imported entry's photos checked like uploads, and why any was left out."""
+    """An imported entry's photos checked like uploads (with their captions), and why any was left out."""
     prepared, left_out = [], []
     for photo in photos:
         data = base64.b64decode(photo.get("data") or "")
@@ -501,7 +505,8 @@ def _prepared_photos(photos: list[dict[str, str]]) -> tuple[list, list[str]]:
             left_out.append(f"{photo.get('name')}: not in the archive")
             continue
         try:
-            prepared.append(image_prepare(ContentFile(data), name=photo.get("name")))
+            image = image_prepare(ContentFile(data), name=photo.get("original_name") or photo.get("name"))
+            prepared.append((image, photo.get("caption") or ""))
         except ValidationError as error:
             left_out.append(f"{photo.get('name')}: {' '.join(error.messages)}")
     room = settings.ATTACHMENTS_PER_MEMORY

@@ -111,7 +111,11 @@ def test_markdown_zip_has_one_file_per_memory_with_front_matter(alice, journal):
     archive = zipfile.ZipFile(io.BytesIO(export_markdown_zip(owner=alice)))
     names = [name for name in archive.namelist() if name.startswith("keepsake-memories/")]
     assert len(names) == 4 == len(set(names))
-    assert set(archive.namelist()) - set(names) == {"keepsake-people.md", "keepsake-circles.md"}
+    assert set(archive.namelist()) - set(names) == {
+        "keepsake-people.md",
+        "keepsake-circles.md",
+        "keepsake-export.json",
+    }
     picnic_name = next(name for name in names if str(journal.picnic.pk)[:8] in name)
     assert picnic_name == f"keepsake-memories/2024-05-01-picnic-by-the-lake-{journal.picnic.pk.hex[:8]}.md"
     text = archive.read(picnic_name).decode()
