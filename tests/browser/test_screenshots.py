@@ -1,6 +1,6 @@
 """Every main page at 1280 and 390 px, as Ana, Ben and a visitor: nothing wider than the
 window, the header one row, and a screenshot of each (tests/artifacts/screens/, and
-docs/screenshots/ with KEEPSAKE_SCREENSHOTS=docs: `make screenshots`)."""
+docs/screenshots/ with KEEPSAKE_SCREENSHOTS=docs, as palette PNGs small enough to commit)."""
 
 from __future__ import annotations
 
