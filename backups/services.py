@@ -5,6 +5,8 @@ A backup is two files in KEEPSAKE_BACKUP_DIR (default `.data/backups/`):
     keepsake-20250101T030000Z.dump   pg_dump --format=custom
     keepsake-20250101T030000Z.json   manifest: time, database, server version, migration
                                      heads, row counts per table, sha256 of the dump
+    keepsake-20250101T030000Z.photos.zip   the photo files the dumped rows name (attachments),
+                                     read from the photo store; sha256 in the manifest
 
 Consistency: one REPEATABLE READ transaction exports its snapshot; pg_dump dumps
 exactly that snapshot (--snapshot) while the same transaction counts the rows and
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -254,6 +257,7 @@ def backup_create(
                 )  # fmt: skip
                 row_counts = database_row_counts(cursor, counted_tables())
                 migrations = database_migration_heads(cursor)
+                photo_names = _photo_names(cursor)
             connection.rollback()
     except psycopg.Error as error:
         partial_path.unlink(missing_ok=True)
@@ -263,6 +267,8 @@ def backup_create(
         raise
     partial_path.chmod(0o600)
     partial_path.rename(dump_path)
+    photos_path = directory / f"{stem}{PHOTOS_SUFFIX}"
+    photos_missing = _write_photos(photo_names, photos_path)
     manifest = {
         "format": MANIFEST_FORMAT,
         "created_at": created_at.isoformat(),
@@ -273,6 +279,11 @@ def backup_create(
         "sha256": file_sha256(dump_path),
         "migrations": migrations,
         "row_counts": row_counts,
+        "photos_file": photos_path.name,
+        "photos_count": len(photo_names) - len(photos_missing),
+        "photos_sha256": file_sha256(photos_path),
+        # Named by a row but gone from the store when read (deleted since the snapshot).
+        "photos_missing": photos_missing,
     }
     manifest_path = directory / f"{stem}{MANIFEST_SUFFIX}"
     partial_manifest = directory / f".{stem}{MANIFEST_SUFFIX}.partial"
@@ -296,6 +307,8 @@ def backup_rotate(*, directory: Path, database: str, keep: int) -> list[Backup]:
         # Manifest first: a dump left without one is never taken for a backup.
         backup.manifest_path.unlink(missing_ok=True)
         backup.dump_path.unlink(missing_ok=True)
+        if backup.manifest.get("photos_file"):
+            backup.manifest_path.with_name(backup.manifest["photos_file"]).unlink(missing_ok=True)
     stale_before = (datetime.now(UTC) - LEFTOVER_AGE).timestamp()
     for leftover in directory.glob(f".{database}-*.partial"):
         if leftover.stat().st_mtime < stale_before:
@@ -319,6 +332,8 @@ class RestoreReport:
     backup: Backup
     database: str
     tables: list[RestoredTable]
+    # Photo files put back into the store (those already there are left as they are).
+    photos_restored: int = 0
 
     @property
     def matches(self) -> bool:
@@ -335,6 +350,15 @@ def backup_verify(backup: Backup) -> None:
             f"Checksum mismatch for {backup.dump_path.name}: the manifest says {backup.manifest['sha256']}, "
             f"the file is {actual}. The dump is damaged or was changed; refusing to restore it."
         )
+    photos = _photos_path(backup)
+    if photos is not None:
+        if not photos.is_file():
+            raise BackupError(f"The photo archive {photos} named by the manifest is missing.")
+        if file_sha256(photos) != backup.manifest["photos_sha256"]:
+            raise BackupError(
+                f"Checksum mismatch for {photos.name}: the photo archive is damaged or was changed; "
+                "refusing to restore it."
+            )
 
 
 def _row_counts_of(target: DatabaseTarget, tables: list[str]) -> tuple[dict[str, int], int]:
@@ -386,4 +410,73 @@ def backup_restore(
             RestoredTable(table, backup.manifest["row_counts"][table], restored.get(table))
             for table in tables
         ],
+        photos_restored=_restore_photos(backup),
     )
+
+
+# --- photos (attachments) -----------------------------------------------------------
+
+PHOTOS_SUFFIX = ".photos.zip"
+
+
+def _photo_names(cursor: psycopg.Cursor) -> list[str]:
+    """The photo files named by the snapshot's rows (none before the attachments app existed)."""
+    cursor.execute("SELECT to_regclass('attachments_attachment') IS NOT NULL")
+    if not cursor.fetchone()[0]:
+        return []
+    cursor.execute("SELECT original, display, thumbnail FROM attachments_attachment")
+    return sorted({name for row in cursor.fetchall() for name in row if name})
+
+
+def _write_photos(names: list[str], path: Path) -> list[str]:
+    """Copy the named files from the photo store into a ZIP (stored: photos are compressed
+    already); written under a temporary name and renamed. Returns the names not found."""
+    from attachments.storage import attachment_storage
+
+    storage = attachment_storage()
+    partial = path.with_name(f".{path.name}.partial")
+    missing = []
+    try:
+        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name in names:
+                try:
+                    source = storage.open(name, "rb")
+                except FileNotFoundError:
+                    missing.append(name)
+                    continue
+                with source, archive.open(name, "w", force_zip64=True) as target:
+                    shutil.copyfileobj(source, target, 1024 * 1024)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.chmod(0o600)
+    partial.rename(path)
+    return missing
+
+
+def _photos_path(backup: Backup) -> Path | None:
+    name = backup.manifest.get("photos_file")
+    return backup.manifest_path.with_name(name) if name else None
+
+
+def _restore_photos(backup: Backup) -> int:
+    """Put the backup's photo files back into the store; a file already there is kept."""
+    from django.core.files import File
+
+    from attachments.storage import attachment_storage
+
+    path = _photos_path(backup)
+    if path is None:
+        return 0
+    storage = attachment_storage()
+    restored = 0
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name = info.filename
+            # Names come from our own rows; refuse anything that would leave the store.
+            if info.is_dir() or name.startswith("/") or ".." in name.split("/") or storage.exists(name):
+                continue
+            with archive.open(info) as source:
+                storage.save(name, File(source, name=name))
+            restored += 1
+    return restored

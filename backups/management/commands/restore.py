@@ -52,5 +52,7 @@ class Command(BaseCommand):
             restored = "missing" if table.restored is None else f"{table.restored:,}"
             mark = "✓" if table.matches else "✗"
             out(f"  {table.table:<{width}} {table.in_backup:>9,} {restored:>9} {mark}")
+        if report.backup.manifest.get("photos_file"):
+            out(f"Photo files put back into the store: {report.photos_restored}.")
         if report.matches:
             out(self.style.SUCCESS(f"All {len(report.tables)} tables match the manifest."))
