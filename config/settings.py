@@ -214,11 +214,19 @@ WHITENOISE_USE_FINDERS = not STATIC_MANIFEST
 # through attachments.views, which asks the gate. The filesystem under MEDIA_ROOT/attachments
 # by default; KEEPSAKE_ATTACHMENTS_STORAGE=s3 keeps them in an S3-compatible bucket
 # (django-storages; private objects, no public URLs), see docs/operations.md.
+
+
+def _s3_bucket_required() -> str:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("KEEPSAKE_ATTACHMENTS_STORAGE=s3 needs KEEPSAKE_S3_BUCKET.")
+
+
 if env("KEEPSAKE_ATTACHMENTS_STORAGE", default="filesystem") == "s3":
     STORAGES["attachments"] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
-            "bucket_name": env("KEEPSAKE_S3_BUCKET"),
+            "bucket_name": env("KEEPSAKE_S3_BUCKET", default="") or _s3_bucket_required(),
             "endpoint_url": env("KEEPSAKE_S3_ENDPOINT_URL", default="") or None,
             "region_name": env("KEEPSAKE_S3_REGION", default="") or None,
             "access_key": env("KEEPSAKE_S3_ACCESS_KEY", default="") or None,
