@@ -35,6 +35,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from accounts.models import SignedInSession
+from inbox.models import NotificationKind
 from inbox.services import notify
 
 # Session keys (in the session's own data).
@@ -52,8 +53,8 @@ KNOWN_BROWSER_COOKIE = "keepsake_browser"
 KNOWN_BROWSER_SALT = "accounts.sessions.known-browser"
 KNOWN_BROWSER_MAX_AGE = 400 * 24 * 3600  # browsers cap cookies at 400 days
 KNOWN_BROWSER_MAX_ACCOUNTS = 5
-NEW_SIGN_IN_KIND = "new_sign_in"
-SECOND_STEP_FAILED_KIND = "second_step_failed"
+NEW_SIGN_IN_KIND = NotificationKind.NEW_SIGN_IN
+SECOND_STEP_FAILED_KIND = NotificationKind.SECOND_STEP_FAILED
 
 
 # --- The device, in plain words -----------------------------------------------------

@@ -24,6 +24,8 @@ class NotificationKind(models.TextChoices):
     CIRCLE_DELETED = "circle_deleted", "Circle deleted"
     CIRCLE_INVITE = "circle_invite", "Circle invitation"
     LINK_INVITE = "link_invite", "Link invitation"
+    NEW_SIGN_IN = "new_sign_in", "New sign-in"
+    SECOND_STEP_FAILED = "second_step_failed", "Wrong sign-in codes"
 
 
 class Notification(models.Model):

@@ -222,6 +222,8 @@ def test_a_sign_in_from_a_new_browser_leaves_a_notice_and_a_known_one_does_not(a
     assert "Firefox on Windows" in notice.text and "127.0.0.1" in notice.text
     assert notice.url == reverse("session_list")
     assert sessions.KNOWN_BROWSER_COOKIE in browser.cookies
+    inbox = browser.get(reverse("inbox")).content.decode()
+    assert "New sign-in ·" in inbox and "new_sign_in" not in inbox  # its kind in words
     browser.post(reverse("logout"))
     _log_in(browser)
     assert len(_new_sign_in_notices(alice)) == 1
