@@ -32,6 +32,8 @@ def mail_worker(worker_broker, smtp_server: SmtpServer) -> Iterator[Worker]:  # 
         "EMAIL_URL": smtp_server.url,
         "MAIL_RETRY_BACKOFF": "1",
         "MAIL_RETRY_BACKOFF_MAX": "2",
+        "MAIL_DIGEST_HOUR": "0",
+        "KEEPSAKE_BASE_URL": "http://journal.test",
     }
     with tempfile.TemporaryDirectory() as directory:
         log_path = Path(directory) / "worker.log"
@@ -86,3 +88,27 @@ def test_the_worker_sends_a_password_reset_whose_link_sets_the_password(alice, m
     )
     alice.refresh_from_db()
     assert alice.check_password("sea shells 2026 x")
+
+
+def test_the_beats_digest_run_reaches_the_owner_once_through_the_worker(alice, mail_worker, smtp_server):
+    from django.utils import timezone
+
+    from mail import tasks
+    from mail.models import EmailAddress
+    from memories.services import memory_create
+    from tests.mail.conftest import verified
+
+    verified(alice, "alice@example.org")
+    EmailAddress.objects.filter(owner=alice).update(daily_digest=True)
+    memory_create(
+        owner=alice,
+        body="First swim of the year at the cove",
+        occurred_at=timezone.localtime().replace(year=timezone.localdate().year - 2),
+    )
+    tasks.digests.delay()  # what the beat publishes every 15 minutes
+    tasks.digests.delay()  # twice: still one digest today
+    wait_until(lambda: smtp_server.to("alice@example.org"), what="the digest to arrive")
+    wait_until(lambda: not OutgoingEmail.objects.filter(sent_at=None).exists(), what="the outbox to empty")
+    (received,) = smtp_server.to("alice@example.org")
+    assert "First swim of the year" in received.text and "2 years ago" in received.text
+    assert "http://journal.test/on-this-day/" in received.text  # the worker's links: KEEPSAKE_BASE_URL
