@@ -72,3 +72,17 @@ def photo_count(memory) -> int:
     if count is None:
         count = memory._photo_count = Attachment.objects.filter(memory_id=memory.pk).count()
     return count
+
+
+def first_photo_thumbnails(*, memory_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The thumbnail address of each memory's first photo (for the owner's Universe); the
+    address still answers only whoever the gate lets see the memory."""
+    from django.urls import reverse
+
+    firsts: dict[uuid.UUID, str] = {}
+    rows = Attachment.objects.filter(memory_id__in=list(memory_ids)).order_by(
+        "memory_id", "position", "created_at"
+    )
+    for memory_id, attachment_id in rows.values_list("memory_id", "pk"):
+        firsts.setdefault(memory_id, reverse("attachment_thumbnail", args=[attachment_id]))
+    return firsts

@@ -21,6 +21,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from attachments.selectors import first_photo_thumbnails
 from memories.gate import agent_visible_memories
 from memories.models import EdgeKind, Memory, MemoryEdge, MemoryParticipant
 from people.models import Person
@@ -63,6 +64,7 @@ def universe_graph(*, owner: AbstractBaseUser, universe_filter: UniverseFilter) 
     )
     ids = [memory.pk for memory in shown]
     visible = set(agent_visible_memories(owner).filter(pk__in=ids).values_list("pk", flat=True))
+    thumbnails = first_photo_thumbnails(memory_ids=ids)
 
     nodes: list[dict] = []
     for memory in shown:
@@ -75,6 +77,7 @@ def universe_graph(*, owner: AbstractBaseUser, universe_filter: UniverseFilter) 
                 "kind": memory.kind,
                 "gated": memory.pk not in visible,
                 "url": reverse("memory_detail", args=[memory.pk]),
+                **({"thumbnail": thumbnails[memory.pk]} if memory.pk in thumbnails else {}),
             }
         )
 

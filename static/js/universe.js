@@ -46,6 +46,17 @@
       },
     },
     {
+      // A memory with photos shows its first one (served through the gate, like every photo).
+      selector: "node[type = 'memory'][thumbnail]",
+      style: {
+        "background-image": "data(thumbnail)",
+        "background-fit": "cover",
+        "background-image-opacity": 1,
+        width: 30,
+        height: 30,
+      },
+    },
+    {
       selector: "node[type = 'person']",
       style: {
         shape: "round-rectangle",

@@ -165,3 +165,12 @@ def test_the_calendar_and_on_this_day_show_thumbnails(alice_client, alice):
     day = timezone.localtime(year_ago.occurred_at).date().replace(year=now.year)
     on_this_day = alice_client.get(reverse("memory_on_this_day"), {"date": day.isoformat()}).content.decode()
     assert reverse("attachment_thumbnail", args=[older.pk]) in on_this_day
+
+
+def test_the_universe_draws_a_memory_with_its_first_photo(alice_client, alice):
+    with_photo = Memory.objects.create(owner=alice, body="Tulips", kind="event")
+    first, _ = attachments_add(memory=with_photo, images=[image_prepare(photo()), image_prepare(photo())])
+    without = Memory.objects.create(owner=alice, body="Rain", kind="event")
+    nodes = {node["id"]: node for node in alice_client.get(reverse("universe_graph")).json()["nodes"]}
+    assert nodes[f"m-{with_photo.pk}"]["thumbnail"] == reverse("attachment_thumbnail", args=[first.pk])
+    assert "thumbnail" not in nodes[f"m-{without.pk}"]
