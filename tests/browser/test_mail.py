@@ -20,6 +20,12 @@ from playwright.sync_api import Page, expect
 
 from circles.models import JoinRequest
 from circles.services import circle_create
+from tests.browser.test_accessibility import (
+    WIDTHS,
+    axe_page,  # noqa: F401 (the axe-core page, shared)
+    blocking_violations,
+    duplicate_ids,
+)
 from tests.browser.test_circles import PASSWORD, shoot, sign_up
 from tests.mail import conftest as mail_fixtures
 from tests.mail.conftest import deliver_outbox, verified
@@ -170,3 +176,26 @@ def test_link_invitation_to_a_username_reaches_their_inbox(live_server, new_pers
     bob_page.click("button:has-text('Accept and link my account')")
     ben.refresh_from_db()
     assert ben.linked_user.username == "bob"
+
+
+def test_mail_pages_have_no_serious_accessibility_violations(live_server, axe_page):  # noqa: F811
+    from accounts.services import user_signup
+
+    alice = user_signup(username="alice", password=PASSWORD)
+    family = circle_create(owner=alice, name="Family", description="")
+    page = axe_page
+    signed_out = [reverse("login"), reverse("mail_password_reset"), reverse("mail_password_reset_sent")]
+    signed_in = [reverse("mail_settings"), reverse("circle_detail", args=[family.pk])]
+    found = {}
+    for path in signed_out:
+        page.goto(live_server.url + path)
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            found[(path, width)] = blocking_violations(page) + duplicate_ids(page)
+    log_in(page, live_server, "alice", PASSWORD)
+    for path in signed_in:
+        page.goto(live_server.url + path)
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            found[(path, width)] = blocking_violations(page) + duplicate_ids(page)
+    assert {key: value for key, value in found.items() if value} == {}
