@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -89,7 +89,10 @@ def _page(memories: QuerySet[Memory], page: int) -> tuple[list[Memory], bool, Me
     first = max(start - 1, 0)
     rows = list(memories[first : start + PAGE_SIZE + 1])
     previous = rows.pop(0) if start > 0 and rows else None
-    return rows[:PAGE_SIZE], len(rows) > PAGE_SIZE, previous
+    cards = rows[:PAGE_SIZE]
+    # The cards' photos in one query (attachments' photo_strip reads them), not one per card.
+    prefetch_related_objects(cards, "attachments")
+    return cards, len(rows) > PAGE_SIZE, previous
 
 
 def _with_month_headings(memories: list[Memory], previous: Memory | None) -> list[dict]:

@@ -174,3 +174,19 @@ def test_the_universe_draws_a_memory_with_its_first_photo(alice_client, alice):
     nodes = {node["id"]: node for node in alice_client.get(reverse("universe_graph")).json()["nodes"]}
     assert nodes[f"m-{with_photo.pk}"]["thumbnail"] == reverse("attachment_thumbnail", args=[first.pk])
     assert "thumbnail" not in nodes[f"m-{without.pk}"]
+
+
+def test_the_timeline_reads_every_cards_photos_in_one_query(
+    alice_client, alice, django_assert_max_num_queries
+):
+    for number in range(3):
+        memory = Memory.objects.create(owner=alice, body=f"Tulips {number}", kind="event")
+        attachments_add(memory=memory, images=[image_prepare(photo())])
+    alice_client.get(reverse("timeline"))  # warm: sessions, Self, agents
+    with django_assert_max_num_queries(60) as captured:
+        html = alice_client.get(reverse("timeline")).content.decode()
+    assert html.count('class="photo-strip"') == 3
+    photo_queries = [
+        query["sql"] for query in captured.captured_queries if "attachments_attachment" in query["sql"]
+    ]
+    assert len(photo_queries) == 2  # the cards' prefetch and the calendar's month
