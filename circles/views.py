@@ -29,6 +29,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from attachments.forms import MemoryPhotosForm
+from attachments.services import attachments_add
 from circles import selectors, services
 from circles.forms import CircleForm, CircleMemoryForm, InviteForm
 from circles.models import Circle, MembershipRole
@@ -236,19 +238,28 @@ def circle_memory_create(request: HttpRequest, circle_id) -> HttpResponse:
     """Write a memory in my journal from the circle's page and share it into the circle."""
     circle = selectors.circle_get_for_member(user=request.user, circle_id=circle_id)
     form = CircleMemoryForm(request.POST, owner=request.user)
+    # Photos are checked before anything is written (attachments.forms).
+    photos = MemoryPhotosForm(request.POST, request.FILES)
     result = None
-    if form.is_valid():
+    if form.is_valid() and photos.is_valid():
         try:
-            result = services.circle_memory_create(
-                circle=circle,
-                owner=request.user,
-                body=form.cleaned_data["body"],
-                title=form.cleaned_data["title"],
-                sensitivity=form.cleaned_data["sensitivity"],
-                people=form.cleaned_data["people"],
-            )
+            # The memory, its share and its photos together: a refused photo saves none of them.
+            with transaction.atomic():
+                result = services.circle_memory_create(
+                    circle=circle,
+                    owner=request.user,
+                    body=form.cleaned_data["body"],
+                    title=form.cleaned_data["title"],
+                    sensitivity=form.cleaned_data["sensitivity"],
+                    people=form.cleaned_data["people"],
+                )
+                attachments_add(memory=result.memory, images=photos.cleaned_data["photos"])
         except ValidationError as error:  # e.g. a password in the text: nothing was written
+            result = None
             _add_service_errors(form, error)
+    elif not photos.is_valid():
+        for error in [*photos.non_field_errors(), *photos.errors.get("photos", [])]:
+            form.add_error(None, error)
     if result is None:
         if request.htmx:
             return render(

@@ -190,3 +190,24 @@ def test_the_timeline_reads_every_cards_photos_in_one_query(
         query["sql"] for query in captured.captured_queries if "attachments_attachment" in query["sql"]
     ]
     assert len(photo_queries) == 2  # the cards' prefetch and the calendar's month
+
+
+def test_a_memory_added_from_a_circle_page_keeps_its_photos_and_a_bad_one_saves_nothing(
+    alice, bob, family, photo_store
+):
+    client = Client()
+    client.force_login(alice)
+    url = reverse("circle_memory_create", args=[family.pk])
+    refused = client.post(
+        url, {"body": "Picnic", "sensitivity": "public", "photos": [upload(b"no", name="x.jpg")]}
+    )
+    assert refused.status_code == 200 and "x.jpg: That file is not a photo" in refused.content.decode()
+    assert not Memory.objects.filter(owner=alice).exists()
+    assert stored_files(photo_store) == []
+    saved = client.post(url, {"body": "Picnic", "sensitivity": "public", "photos": [photo()]})
+    assert saved.status_code in (200, 302)
+    memory = Memory.objects.get(owner=alice)
+    [attachment] = memory.attachments.all()
+    member = Client()
+    member.force_login(bob)
+    assert member.get(reverse("attachment_thumbnail", args=[attachment.pk])).status_code == 200
