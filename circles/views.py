@@ -91,11 +91,13 @@ def _timeline_page(request: HttpRequest, circle: Circle) -> tuple[list[Memory], 
     rows = list(selectors.circle_timeline(circle=circle, viewer=request.user)[start : start + PAGE_SIZE + 1])
     memories = rows[:PAGE_SIZE]
     _record_shown(memories, request.user)
-    seen, member_count = selectors.circle_seen_counts(
-        circle=circle, memory_ids=[memory.pk for memory in memories]
-    )
+    # "Seen by N of M" on the viewer's own memories only: how many others see someone
+    # else's memory would tell which members are linked to the people in it.
+    own = [memory.pk for memory in memories if memory.owner_id == request.user.pk]
+    seen, member_count = selectors.circle_seen_counts(circle=circle, memory_ids=own)
     for memory in memories:
-        memory.seen_by, memory.member_count = seen[memory.pk], member_count
+        if memory.pk in seen:
+            memory.seen_by, memory.member_count = seen[memory.pk], member_count
     next_url = ""
     if len(rows) > PAGE_SIZE:
         next_url = reverse("circle_detail", args=[circle.pk]) + "?" + urlencode({"page": page + 1})

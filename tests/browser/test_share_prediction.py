@@ -82,6 +82,8 @@ def test_the_share_panel_says_who_will_see_it_before_and_after(live_server, new_
     log_in(ben_page, base, "ben")
     ben_page.goto(base + reverse("circle_detail", args=[journal.family.pk]))
     expect(ben_page.locator(".circle-card", has_text="Coffee with Ben")).to_be_visible()
+    # Only the owner is told how many see a memory (the count would say who is linked to whom).
+    expect(ben_page.locator(".circle-card", has_text="Coffee with Ben").locator(".seen-by")).to_have_count(0)
     carol_page = new_person_page()
     log_in(carol_page, base, "carol")
     carol_page.goto(base + reverse("circle_detail", args=[journal.family.pk]))
