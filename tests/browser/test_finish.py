@@ -138,6 +138,9 @@ def test_invite_to_link_leaves_room_above_the_heading_below(live_server, new_per
         page.set_viewport_size(viewport)
         page.goto(live_server.url + reverse("person_detail", args=[journal.mum.pk]))
         page.locator("#link-panel button[type=submit]").first.click()
+        # The panel the click brings back (its one-time link shown): the second time round the
+        # page already had a heading, and measuring that one as htmx swapped it out read 0 px.
+        expect(page.locator("#link-panel .invite-new")).to_be_visible()
         heading = page.locator("#link-panel h3", has_text="Open invitation")
         expect(heading).to_be_visible()
         gap = heading.evaluate(
