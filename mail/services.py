@@ -267,6 +267,32 @@ def invitation_recipient(*, to: str, inviter: AbstractBaseUser) -> Recipient:
     return Recipient(user=user)
 
 
+def _invitation_deliver(
+    *,
+    recipient: Recipient,
+    inviter: AbstractBaseUser,
+    notice_kind: str,
+    notice: str,
+    email_kind: str,
+    link: str,
+    context: dict,
+) -> None:
+    """An invitation to an account's inbox (`notice`), or by e-mail (`email_kind`'s template)."""
+    from inbox.services import notify
+
+    site_url = context["site_url"]
+    if recipient.user is not None:
+        notify(recipient=recipient.user, kind=notice_kind, text=notice, url=link.removeprefix(site_url))
+        return
+    email_queue(
+        kind=email_kind,
+        to=recipient.address,
+        owner=inviter,
+        template=email_kind.value,
+        context={"inviter": inviter.get_username(), "link": link, **context},
+    )
+
+
 def circle_invitation_deliver(
     *,
     recipient: Recipient,
@@ -281,28 +307,15 @@ def circle_invitation_deliver(
     It names the inviter and the circle: whoever holds the link sees both on its page anyway.
     """
     from inbox.models import NotificationKind
-    from inbox.services import notify
 
-    if recipient.user is not None:
-        notify(
-            recipient=recipient.user,
-            kind=NotificationKind.CIRCLE_INVITE,
-            text=f"{inviter.get_username()} invites you to join the circle {circle_name}.",
-            url=link.removeprefix(site_url),
-        )
-        return
-    email_queue(
-        kind=EmailKind.CIRCLE_INVITE,
-        to=recipient.address,
-        owner=inviter,
-        template="circle_invite",
-        context={
-            "inviter": inviter.get_username(),
-            "circle": circle_name,
-            "link": link,
-            "expires_at": expires_at,
-            "site_url": site_url,
-        },
+    _invitation_deliver(
+        recipient=recipient,
+        inviter=inviter,
+        notice_kind=NotificationKind.CIRCLE_INVITE,
+        email_kind=EmailKind.CIRCLE_INVITE,
+        notice=f"{inviter.get_username()} invites you to join the circle {circle_name}.",
+        link=link,
+        context={"circle": circle_name, "expires_at": expires_at, "site_url": site_url},
     )
 
 
@@ -315,28 +328,16 @@ def link_invitation_deliver(
     the inviter's, and the address may not be that person's at all).
     """
     from inbox.models import NotificationKind
-    from inbox.services import notify
 
-    if recipient.user is not None:
-        notify(
-            recipient=recipient.user,
-            kind=NotificationKind.LINK_INVITE,
-            text=f"{inviter.get_username()} invites you to link your account to the entry about you in "
-            "their journal, so that you decide who may see memories about you.",
-            url=link.removeprefix(site_url),
-        )
-        return
-    email_queue(
-        kind=EmailKind.LINK_INVITE,
-        to=recipient.address,
-        owner=inviter,
-        template="link_invite",
-        context={
-            "inviter": inviter.get_username(),
-            "link": link,
-            "expires_at": expires_at,
-            "site_url": site_url,
-        },
+    _invitation_deliver(
+        recipient=recipient,
+        inviter=inviter,
+        notice_kind=NotificationKind.LINK_INVITE,
+        email_kind=EmailKind.LINK_INVITE,
+        notice=f"{inviter.get_username()} invites you to link your account to the entry about you in "
+        "their journal, so that you decide who may see memories about you.",
+        link=link,
+        context={"expires_at": expires_at, "site_url": site_url},
     )
 
 
