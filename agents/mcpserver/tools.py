@@ -33,7 +33,7 @@ from agents.proposals import (
     memory_proposal_create,
 )
 from agents.services import access_log_record
-from attachments.selectors import photo_count
+from attachments.selectors import photo_count, photo_counts_attach
 from circles.selectors import memory_privacy_audit
 from config.limits import text_problem
 from insights.services import insight_check
@@ -117,6 +117,12 @@ def _memory_out(memory: Memory) -> dict[str, Any]:
     }
 
 
+def _with_photo_counts(hits: list) -> list:
+    """The hits, their memories' photo counts read in one query (not one per memory)."""
+    photo_counts_attach([hit.memory for hit in hits])
+    return hits
+
+
 def _log(token: AccessToken, memories: list[Memory]) -> None:
     access_log_record(owner=token.owner, memories=memories, surface=AccessSurface.MCP, agent=token.agent)
 
@@ -184,7 +190,10 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
         return {
             "query": query,
             "circle": readable.name,
-            "results": [{**_circle_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in hits],
+            "results": [
+                {**_circle_memory_out(hit.memory), "score": round(hit.score, 6)}
+                for hit in _with_photo_counts(hits)
+            ],
         }
     with transaction.atomic():
         hits = memory_search(
@@ -197,7 +206,9 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
         _log(token, [hit.memory for hit in hits])
     return {
         "query": query,
-        "results": [{**_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in hits],
+        "results": [
+            {**_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in _with_photo_counts(hits)
+        ],
     }
 
 
@@ -216,7 +227,7 @@ def _person_out(token: AccessToken, person: Person) -> tuple[dict[str, Any], lis
         "consent": person.consent_status,
         "notes": person.notes,
         "memory_count": memory_count,
-        "memories": [_memory_out(memory) for memory in memories],
+        "memories": [_memory_out(memory) for memory in photo_counts_attach(memories)],
     }, memories
 
 
@@ -259,7 +270,7 @@ def timeline_window(
             "start": first.isoformat(),
             "end": last.isoformat(),
             "circle": readable.name,
-            "memories": [_circle_memory_out(memory) for memory in memories],
+            "memories": [_circle_memory_out(memory) for memory in photo_counts_attach(memories)],
             "truncated": truncated,
         }
     with transaction.atomic():
@@ -274,7 +285,7 @@ def timeline_window(
     return {
         "start": first.isoformat(),
         "end": last.isoformat(),
-        "memories": [_memory_out(memory) for memory in memories],
+        "memories": [_memory_out(memory) for memory in photo_counts_attach(memories)],
         # Counted among gated memories only, like everything an agent is told.
         "truncated": truncated,
     }
