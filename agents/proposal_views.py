@@ -21,16 +21,9 @@ from agents import proposals, selectors
 from agents.forms import MemoryProposalForm, ProposalConfirmForm
 from agents.models import MemoryProposal, MemoryProposalStatus
 from agents.templatetags.proposal_tags import proposal_card_context
+from config.form_inputs import add_service_errors
 
 DECIDED_SHOWN = 20
-
-
-def _add_service_errors(form: MemoryProposalForm, error: ValidationError) -> None:
-    if hasattr(error, "error_dict"):
-        for field, field_messages in error.message_dict.items():
-            form.add_error(field if field in form.fields else None, field_messages)
-    else:
-        form.add_error(None, error.messages)
 
 
 def _where(request: HttpRequest) -> str:
@@ -150,7 +143,7 @@ def memory_proposal_edit(request: HttpRequest, proposal_id) -> HttpResponse:
                 if "and_confirm" in request.POST:
                     proposals.memory_proposal_confirm(proposal=proposal, actor=request.user)
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             proposal = proposals.memory_proposal_get(owner=request.user, proposal_id=proposal.pk)
             if request.htmx:

@@ -14,19 +14,11 @@ from agents.citations import citations_attach
 from agents.forms import AgentForm, ChatForm, ConsentRequestForm
 from agents.llm import llm_config
 from agents.models import Agent, Conversation
+from config.form_inputs import add_service_errors
 from people.selectors import person_get
 from people.services import person_is_linked
 
 CONVERSATIONS_SHOWN = 50
-
-
-def _add_service_errors(form, error: ValidationError) -> None:
-    # Services speak in field names; anything the form lacks is shown at the top.
-    if hasattr(error, "error_dict"):
-        for field, messages_ in error.message_dict.items():
-            form.add_error(field if field in form.fields else None, messages_)
-    else:
-        form.add_error(None, error.messages)
 
 
 def _list_context(request: HttpRequest, form: AgentForm | None = None) -> dict:
@@ -50,7 +42,7 @@ def agent_create(request: HttpRequest) -> HttpResponse:
         try:
             agent = services.agent_create(owner=request.user, **form.cleaned_data)
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             messages.success(
                 request, f"{agent.name} is ready. It only sees memories everyone in them consented to."
@@ -71,7 +63,7 @@ def agent_edit(request: HttpRequest, agent_id) -> HttpResponse:
         try:
             services.agent_update(agent=agent, **form.cleaned_data)
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             messages.success(request, f"Saved {agent.name}.")
             return redirect("agent_list")
@@ -163,7 +155,7 @@ def agent_chat_send(request: HttpRequest, agent_id) -> HttpResponse:
                 owner=request.user, agent=agent, text=form.cleaned_data["message"], conversation=conversation
             )
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             url = reverse("agent_conversation", args=[agent.pk, turn.conversation.pk])
             if not request.htmx:

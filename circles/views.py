@@ -34,6 +34,7 @@ from attachments.services import attachments_add
 from circles import selectors, services
 from circles.forms import CircleForm, CircleMemoryForm, InviteForm
 from circles.models import Circle, MembershipRole
+from config.form_inputs import add_service_errors
 from config.limits import MAX_PAGE
 from mail.forms import InvitationForm
 from mail.services import circle_invitation_deliver, invitation_recipient
@@ -53,15 +54,6 @@ PAGE_SIZE = 25
 SEARCH_LIMIT = 30
 MAX_QUERY_LENGTH = 500
 INVITES_SHOWN = 20
-
-
-def _add_service_errors(form, error: ValidationError) -> None:
-    # Services speak in model field names; anything the form lacks is shown at the top.
-    if hasattr(error, "error_dict"):
-        for field, field_messages in error.message_dict.items():
-            form.add_error(field if field in form.fields else None, field_messages)
-    else:
-        form.add_error(None, error.messages)
 
 
 def _done(request: HttpRequest, url: str) -> HttpResponse:
@@ -160,7 +152,7 @@ def circle_create(request: HttpRequest) -> HttpResponse:
         try:
             circle = services.circle_create(owner=request.user, **form.cleaned_data)
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             messages.success(request, f"Created {circle.name}. Make an invite link to ask people in.")
             return _done(request, reverse("circle_detail", args=[circle.pk]))
@@ -258,7 +250,7 @@ def circle_memory_create(request: HttpRequest, circle_id) -> HttpResponse:
                 attachments_add(memory=result.memory, images=photos.cleaned_data["photos"])
         except ValidationError as error:  # e.g. a password in the text: nothing was written
             result = None
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
     elif not photos.is_valid():
         for error in [*photos.non_field_errors(), *photos.errors.get("photos", [])]:
             form.add_error(None, error)
@@ -321,7 +313,7 @@ def circle_edit(request: HttpRequest, circle_id) -> HttpResponse:
             try:
                 services.circle_update(circle=circle, by=request.user, **form.cleaned_data)
             except ValidationError as error:
-                _add_service_errors(form, error)
+                add_service_errors(form, error)
             else:
                 messages.success(request, f"Saved {circle.name}.")
                 return _done(request, reverse("circle_detail", args=[circle.pk]))
@@ -403,7 +395,7 @@ def circle_invite_create(request: HttpRequest, circle_id) -> HttpResponse:
         try:
             new = services.invite_create(circle=circle, by=request.user, days=form.cleaned_data["days"])
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             extra = {"new_invite": new.invite, "new_invite_url": _invite_url(request, new.token)}
     if request.htmx:
@@ -632,7 +624,7 @@ def person_circle_consent(request: HttpRequest, person_id, circle_id) -> HttpRes
                 surface="ui",
             )
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         except PermissionDenied as refused:  # a linked person grants for themself, never the owner
             form.add_error(None, str(refused))
         else:

@@ -1,4 +1,5 @@
-"""Form fields shared by every web form and page filter, bounded where the value comes in.
+"""Form fields shared by every web form and page filter, bounded where the value comes in;
+and how a form shows a service's refusal.
 
 The date a person may type goes up to year 9999, but a page filter or a memory's
 date is used in arithmetic (the day after `until`, a month's grid, an expiry), which
@@ -11,6 +12,7 @@ from __future__ import annotations
 from datetime import date
 
 from django import forms
+from django.core.exceptions import ValidationError
 
 from config.limits import LATEST_YEAR, TOO_FAR_IN_THE_FUTURE
 
@@ -23,3 +25,16 @@ class BoundedDateField(forms.DateField):
         if day is not None and day.year > LATEST_YEAR:
             raise forms.ValidationError(TOO_FAR_IN_THE_FUTURE, code="too_far")
         return day
+
+
+def add_service_errors(form: forms.BaseForm, error: ValidationError) -> None:
+    """Show a service's refusal on the form that asked for it.
+
+    Services speak in model field names; an error for a field the form lacks, or one
+    with no field at all, is shown at the top of the form.
+    """
+    if hasattr(error, "error_dict"):
+        for field, field_messages in error.message_dict.items():
+            form.add_error(field if field in form.fields else None, field_messages)
+    else:
+        form.add_error(None, error.messages)

@@ -7,14 +7,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from config.form_inputs import add_service_errors
 from insights import services
 from insights.forms import InsightForm
 from insights.selectors import insight_people, insight_source_memories
-
-
-def _add_service_errors(form: InsightForm, error: ValidationError) -> None:
-    for field, field_messages in error.message_dict.items():
-        form.add_error(field if field in form.fields else None, field_messages)
 
 
 @login_required
@@ -42,7 +38,7 @@ def insight_new(request: HttpRequest) -> HttpResponse:
                     sensitivity=form.cleaned_data["sensitivity"],
                 )
             except ValidationError as error:
-                _add_service_errors(form, error)
+                add_service_errors(form, error)
             else:
                 messages.success(
                     request,

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from attachments.forms import MemoryPhotosForm
 from attachments.services import attachments_add
+from config.form_inputs import add_service_errors
 from config.limits import LATEST_YEAR
 from memories import selectors, services, supersession
 from memories.forms import (
@@ -46,15 +47,6 @@ FILTER_FIELDS = ("person", "kind", "date_from", "date_to", "expired")
 ON_THIS_DAY_SIDEBAR = 3
 # Names an owner may be asked about (and add) in one save: a memory is not a guest list.
 MAX_NEW_MENTIONS = 10
-
-
-def _add_service_errors(form, error: ValidationError) -> None:
-    # Services speak in model field names; anything the form lacks is shown at the top.
-    if hasattr(error, "error_dict"):
-        for field, field_messages in error.message_dict.items():
-            form.add_error(field if field in form.fields else None, field_messages)
-    else:
-        form.add_error(None, error.messages)
 
 
 def _page_number(request: HttpRequest) -> int:
@@ -323,7 +315,7 @@ def _save_memory(request: HttpRequest, *, memory: Memory | None) -> _Saved:
     except ValidationError as error:
         # e.g. a password in the text: refused before anything is written; the
         # bound form keeps what was typed so it can be fixed in place.
-        _add_service_errors(form, error)
+        add_service_errors(form, error)
         return _Saved(None, form, participants, _mention_question(unknown, request.POST))
     return _Saved(saved, form, participants)
 
@@ -569,7 +561,7 @@ def memory_supersede(request: HttpRequest, memory_id) -> HttpResponse:
         try:
             supersession.memory_supersede(owner=request.user, older=older, newer=memory)
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             return _supersession_updated(
                 request, memory.pk, message=f"Linked: this memory replaces “{older.headline}”."

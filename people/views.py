@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from config.form_inputs import add_service_errors
 from memories.selectors import MemoryFilters, memory_list
 from people import selectors, services
 from people.forms import RELATIONSHIP_SUGGESTIONS, ConsentForm, PersonForm, PersonPhotoForm
@@ -17,15 +18,6 @@ from people.models import Person
 PERSON_MEMORIES_SHOWN = 50
 UPCOMING_BIRTHDAY_DAYS = 30
 MENTION_QUERY_MAX_LENGTH = 100
-
-
-def _add_service_errors(form, error: ValidationError) -> None:
-    # Services speak in model field names; anything the form lacks is shown at the top.
-    if hasattr(error, "error_dict"):
-        for field, messages_ in error.message_dict.items():
-            form.add_error(field if field in form.fields else None, messages_)
-    else:
-        form.add_error(None, error.messages)
 
 
 def person_page_context(request: HttpRequest, person: Person, **extra) -> dict:
@@ -76,7 +68,7 @@ def person_create(request: HttpRequest) -> HttpResponse:
         try:
             person = services.person_create(owner=request.user, **form.details())
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         else:
             messages.success(request, f"Added {person.display_name}. Their consent starts as pending.")
             return redirect("person_detail", person_id=person.pk)
@@ -105,7 +97,7 @@ def person_consent(request: HttpRequest, person_id) -> HttpResponse:
                 surface="ui",
             )
         except ValidationError as error:
-            _add_service_errors(form, error)
+            add_service_errors(form, error)
         except PermissionDenied as refused:  # a linked person grants for themself, never the owner
             form.add_error(None, str(refused))
         else:
@@ -133,7 +125,7 @@ def _save_photo(request: HttpRequest, person: Person, photo_form: PersonPhotoFor
         elif photo_form.cleaned_data.get("remove_photo"):
             services.person_remove_photo(person=person)
     except ValidationError as error:
-        _add_service_errors(photo_form, error)
+        add_service_errors(photo_form, error)
         return False
     return True
 
@@ -156,7 +148,7 @@ def person_edit(request: HttpRequest, person_id) -> HttpResponse:
             except _PhotoRefused:
                 person = selectors.person_get(owner=request.user, person_id=person_id)  # as stored
             except ValidationError as error:
-                _add_service_errors(form, error)
+                add_service_errors(form, error)
                 person = selectors.person_get(owner=request.user, person_id=person_id)
             else:
                 messages.success(request, f"Saved {person.display_name}.")
