@@ -76,7 +76,7 @@ from config.limits import API_MAX_OFFSET
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.retrieval import MAX_LIMIT, circle_memory_search
 from memories.selectors import memory_get
-from people.apis import ConsentEventOutputSerializer
+from people.apis import ConsentEventOutputSerializer, consent_change_result
 from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus, ConsentSurface
 from people.selectors import person_get, person_name_for_others
 from people.services import audience_validate, person_set_consent
@@ -800,14 +800,9 @@ class PersonAudienceConsentsApi(APIView):
 
     OutputSerializer = results_of(AudienceConsentSerializer, "AudienceConsentList")
 
-    class ChangedSerializer(serializers.Serializer):
-        consent = AudienceConsentSerializer()
-        event = ConsentEventOutputSerializer(
-            allow_null=True, help_text="The recorded change; null when the status was already this."
-        )
-
-        class Meta:
-            ref_name = "AudienceConsentChangeResult"
+    ChangedSerializer = consent_change_result(
+        "AudienceConsentChangeResult", consent=AudienceConsentSerializer()
+    )
 
     @extend_schema(
         operation_id="people_consents_list",

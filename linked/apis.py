@@ -36,7 +36,7 @@ from linked.selectors import (
 )
 from linked.services import LinkInvalid, person_link_accept, person_link_invite_create, person_unlink
 from people.apis import NOT_FOUND as PERSON_NOT_FOUND
-from people.apis import ConsentEventOutputSerializer
+from people.apis import consent_change_result
 from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
 from people.selectors import person_get
 from people.services import person_is_linked, person_set_consent
@@ -225,15 +225,9 @@ class MyConsentsApi(APIView):
         class Meta:
             ref_name = "MyConsentChange"
 
-    class ChangedSerializer(serializers.Serializer):
-        person = serializers.UUIDField()
-        consent = LinkedAudienceSerializer()
-        event = ConsentEventOutputSerializer(
-            allow_null=True, help_text="The recorded change; null when the status was already this."
-        )
-
-        class Meta:
-            ref_name = "MyConsentChangeResult"
+    ChangedSerializer = consent_change_result(
+        "MyConsentChangeResult", person=serializers.UUIDField(), consent=LinkedAudienceSerializer()
+    )
 
     @extend_schema(
         operation_id="me_consents_list",

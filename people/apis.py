@@ -107,6 +107,24 @@ def person_output(person: Person, *, for_agent: bool) -> dict:
     return data
 
 
+# A person's details as a create or an update takes them (each names its own schema; no docstring:
+# drf-spectacular would print it as the schema's description).
+class PersonInputSerializer(serializers.Serializer):
+    display_name = StrictCharField(max_length=200)
+    aliases = serializers.ListField(
+        child=StrictCharField(max_length=200, allow_blank=True),
+        max_length=50,
+        required=False,
+        default=list,
+    )
+    kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
+    notes = StrictCharField(allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default="")
+    relationship = StrictCharField(
+        allow_blank=True, max_length=RELATIONSHIP_MAX_LENGTH, required=False, default=""
+    )
+    birthday = BirthdayField(required=False, default=None)
+
+
 @extend_schema(tags=["people"])
 class PersonListApi(APIView):
     permission_classes = PERMISSIONS
@@ -120,23 +138,7 @@ class PersonListApi(APIView):
         class Meta:
             ref_name = "PersonList"
 
-    class InputSerializer(serializers.Serializer):
-        display_name = StrictCharField(max_length=200)
-        aliases = serializers.ListField(
-            child=StrictCharField(max_length=200, allow_blank=True),
-            max_length=50,
-            required=False,
-            default=list,
-        )
-        kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
-        notes = StrictCharField(
-            allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
-        )
-        relationship = StrictCharField(
-            allow_blank=True, max_length=RELATIONSHIP_MAX_LENGTH, required=False, default=""
-        )
-        birthday = BirthdayField(required=False, default=None)
-
+    class InputSerializer(PersonInputSerializer):
         class Meta:
             ref_name = "PersonCreate"
 
@@ -175,23 +177,7 @@ class PersonListApi(APIView):
 class PersonDetailApi(APIView):
     permission_classes = PERMISSIONS
 
-    class InputSerializer(serializers.Serializer):
-        display_name = StrictCharField(max_length=200)
-        aliases = serializers.ListField(
-            child=StrictCharField(max_length=200, allow_blank=True),
-            max_length=50,
-            required=False,
-            default=list,
-        )
-        kind = serializers.ChoiceField(choices=PersonKind.choices, default=PersonKind.HUMAN)
-        notes = StrictCharField(
-            allow_blank=True, max_length=PERSON_NOTES_MAX_LENGTH, required=False, default=""
-        )
-        relationship = StrictCharField(
-            allow_blank=True, max_length=RELATIONSHIP_MAX_LENGTH, required=False, default=""
-        )
-        birthday = BirthdayField(required=False, default=None)
-
+    class InputSerializer(PersonInputSerializer):
         class Meta:
             ref_name = "PersonUpdate"
 
@@ -279,6 +265,15 @@ class ConsentEventOutputSerializer(serializers.Serializer):
         ref_name = "ConsentEvent"
 
 
+def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
+    """The answer to a consent change: `fields`, then the recorded event, named `ref_name` in the schema."""
+    event = ConsentEventOutputSerializer(
+        allow_null=True, help_text="The recorded change; null when the status was already this."
+    )
+    attrs = {**fields, "event": event, "Meta": type("Meta", (), {"ref_name": ref_name})}
+    return type(f"{ref_name}Serializer", (serializers.Serializer,), attrs)
+
+
 @extend_schema(tags=["people"])
 class PersonConsentApi(APIView):
     permission_classes = PERMISSIONS
@@ -290,14 +285,7 @@ class PersonConsentApi(APIView):
         class Meta:
             ref_name = "ConsentChange"
 
-    class OutputSerializer(serializers.Serializer):
-        person = PersonOutputSerializer()
-        event = ConsentEventOutputSerializer(
-            allow_null=True, help_text="The recorded change; null when the status was already this."
-        )
-
-        class Meta:
-            ref_name = "ConsentChangeResult"
+    OutputSerializer = consent_change_result("ConsentChangeResult", person=PersonOutputSerializer())
 
     @extend_schema(
         operation_id="people_consent",
