@@ -16,6 +16,17 @@ PAPER = (247, 244, 238)
 SIZES = {"icon-192.png": (192, False), "icon-512.png": (512, False), "icon-maskable-512.png": (512, True)}
 
 
+def _diamond(draw: ImageDraw.ImageDraw, centre: float, reach: float, *, fill: tuple[int, int, int]) -> None:
+    """A square on its point, `reach` from the centre to each corner."""
+    corners = [
+        (centre, centre - reach),
+        (centre + reach, centre),
+        (centre, centre + reach),
+        (centre - reach, centre),
+    ]
+    draw.polygon(corners, fill=fill)
+
+
 def draw_icon(size: int, *, maskable: bool) -> Image.Image:
     """The diamond in a rounded square; a maskable icon fills the square and keeps the
     diamond inside the middle 80% (the safe zone a launcher may crop to)."""
@@ -28,25 +39,8 @@ def draw_icon(size: int, *, maskable: bool) -> Image.Image:
     else:
         draw.rounded_rectangle((0, 0, big - 1, big - 1), radius=big * 14 // 64, fill=ACCENT)
     centre, reach = big / 2, big * (22 / 64) * (0.8 if maskable else 1)
-    draw.polygon(
-        [
-            (centre, centre - reach),
-            (centre + reach, centre),
-            (centre, centre + reach),
-            (centre - reach, centre),
-        ],
-        fill=PAPER,
-    )
-    inner = reach / 2
-    draw.polygon(
-        [
-            (centre, centre - inner),
-            (centre + inner, centre),
-            (centre, centre + inner),
-            (centre - inner, centre),
-        ],
-        fill=ACCENT,
-    )
+    _diamond(draw, centre, reach, fill=PAPER)
+    _diamond(draw, centre, reach / 2, fill=ACCENT)
     return image.resize((size, size), Image.LANCZOS)
 
 
