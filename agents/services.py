@@ -4,6 +4,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -313,6 +314,27 @@ def conversation_create(*, owner: AbstractBaseUser, agent: Agent, title: str = "
     return Conversation.objects.create(owner=owner, agent=agent, title=title.strip()[:200])
 
 
+def agent_reply(
+    *, memories: list[Memory], question: str, asker: AbstractBaseUser | None = None, **prompt: Any
+) -> tuple[str, bool]:
+    """(the agent's answer, whether it is an error): the model's, or the offline reply when none is set.
+
+    `prompt` is the rest of what chat_prompt takes (agent, privacy_instruction,
+    earlier_questions), built only when a model is set. `asker` is the circle member
+    asking a circle's agent (the offline reply then names whose each memory is); None
+    in the owner's own chat. A model that fails answers with an error to retry: the
+    question is already saved.
+    """
+    config = llm_config()
+    if config is None:
+        return offline_reply(question=question, memories=memories, attribute_owners=asker is not None), False
+    messages = chat_prompt(memories=memories, question=question, asker=asker, **prompt)
+    try:
+        return chat_completion(config=config, messages=messages), False
+    except LLMError as error:
+        return f"{error} Your message is saved: send it again to retry.", True
+
+
 def chat_turn(
     *,
     owner: AbstractBaseUser,
@@ -380,25 +402,15 @@ def chat_turn(
         else sensitive_kept_back(owner=owner, question=text, question_embedding=question_embedding)
     )
 
-    config = llm_config()
-    is_error = False
-    if config is None:
-        content = offline_reply(question=text, memories=memories)
-    else:
-        messages = chat_prompt(
-            agent=agent,
-            privacy_instruction=PRIVACY_INSTRUCTION,
-            memories=memories,
-            earlier_questions=earlier_questions,
-            question=text,
-        )
-        # No transaction is open here (unless a caller opened one): a slow model must
-        # not hold database locks.
-        try:
-            content = chat_completion(config=config, messages=messages)
-        except LLMError as error:
-            content = f"{error} Your message is saved: send it again to retry."
-            is_error = True
+    # No transaction is open here (unless a caller opened one): a slow model must
+    # not hold database locks.
+    content, is_error = agent_reply(
+        agent=agent,
+        privacy_instruction=PRIVACY_INSTRUCTION,
+        memories=memories,
+        earlier_questions=earlier_questions,
+        question=text,
+    )
     if is_error:
         withheld, kept_back = [], 0
     for notice in (consent_notice(withheld), sensitive_notice(kept_back)):

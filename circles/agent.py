@@ -26,11 +26,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.citations import citations_save
-from agents.llm import LLMError, chat_completion, llm_config
 from agents.models import AccessLog, AccessSurface, Agent, AgentRole
-from agents.offline import offline_reply
-from agents.prompt import chat_prompt
-from agents.services import BUILTIN_AGENTS, MAX_INSTRUCTIONS_LENGTH, MAX_MESSAGE_LENGTH, PRIVACY_INSTRUCTION
+from agents.services import (
+    BUILTIN_AGENTS,
+    MAX_INSTRUCTIONS_LENGTH,
+    MAX_MESSAGE_LENGTH,
+    PRIVACY_INSTRUCTION,
+    agent_reply,
+)
 from circles.models import Circle, CircleConversation, CircleMembership, CircleMessage
 from memories.models import Memory
 from memories.retrieval import circle_memory_search, question_relevance
@@ -162,24 +165,14 @@ def circle_chat_turn(*, conversation: CircleConversation, user: AbstractBaseUser
         )
         for memory in memories
     )
-    config = llm_config()
-    is_error = False
-    if config is None:
-        content = offline_reply(question=text, memories=memories, attribute_owners=True)
-    else:
-        messages = chat_prompt(
-            agent=agent,
-            privacy_instruction=CIRCLE_PRIVACY_INSTRUCTION,
-            memories=memories,
-            earlier_questions=[],
-            question=text,
-            asker=user,
-        )
-        try:
-            content = chat_completion(config=config, messages=messages)
-        except LLMError as error:
-            content = f"{error} Your message is saved: send it again to retry."
-            is_error = True
+    content, is_error = agent_reply(
+        agent=agent,
+        privacy_instruction=CIRCLE_PRIVACY_INSTRUCTION,
+        memories=memories,
+        earlier_questions=[],
+        question=text,
+        asker=user,
+    )
     with transaction.atomic():
         reply = CircleMessage.objects.create(
             conversation=conversation, role=CircleMessage.Role.ASSISTANT, content=content, is_error=is_error
