@@ -254,41 +254,28 @@ def timeline_window(
     if first > last:
         raise ToolInputError(f"start ({first.isoformat()}) must be on or before end ({last.isoformat()}).")
     limit = _check_limit(limit)
-    if circle:
-        with transaction.atomic():
-            readable = _readable_circle(token, circle)
-            memories, truncated = mcp_circle_timeline_window(
-                circle=readable,
-                viewer=token.owner,
-                start=first,
-                end=last,
-                limit=limit,
-                may_read_sensitive=token.agent.may_read_sensitive,
-            )
-            _log_a2a(token, memories)
-        return {
-            "start": first.isoformat(),
-            "end": last.isoformat(),
-            "circle": readable.name,
-            "memories": [_circle_memory_out(memory) for memory in photo_counts_attach(memories)],
-            "truncated": truncated,
-        }
-    with transaction.atomic():
-        memories, truncated = mcp_timeline_window(
-            owner=token.owner,
-            start=first,
-            end=last,
-            limit=limit,
-            may_read_sensitive=token.agent.may_read_sensitive,
-        )
-        _log(token, memories)
-    return {
-        "start": first.isoformat(),
-        "end": last.isoformat(),
-        "memories": [_memory_out(memory) for memory in photo_counts_attach(memories)],
-        # Counted among gated memories only, like everything an agent is told.
-        "truncated": truncated,
+    window = {
+        "start": first,
+        "end": last,
+        "limit": limit,
+        "may_read_sensitive": token.agent.may_read_sensitive,
     }
+    answer: dict[str, Any] = {"start": first.isoformat(), "end": last.isoformat()}
+    with transaction.atomic():
+        if circle:
+            readable = _readable_circle(token, circle)
+            memories, truncated = mcp_circle_timeline_window(circle=readable, viewer=token.owner, **window)
+            _log_a2a(token, memories)
+            answer["circle"] = readable.name
+            memory_out = _circle_memory_out
+        else:
+            memories, truncated = mcp_timeline_window(owner=token.owner, **window)
+            _log(token, memories)
+            memory_out = _memory_out
+    answer["memories"] = [memory_out(memory) for memory in photo_counts_attach(memories)]
+    # Counted among gated memories only, like everything an agent is told.
+    answer["truncated"] = truncated
+    return answer
 
 
 def _parse_memory_id(memory_id: str, *, name: str = "memory_id") -> uuid.UUID:
