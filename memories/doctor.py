@@ -103,28 +103,37 @@ def fix_stale_embeddings(memory_ids: list[uuid.UUID]) -> None:
     _embed_now(memory_ids)
 
 
+def _found(sql: str) -> list:
+    """The first column of every row `sql` returns: what a check finds wrong, by id."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _run(sql: str, params: list) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
 # --- edges ------------------------------------------------------------------------------------
 
 
 def find_bad_edges() -> list[int]:
     edge, memory = MemoryEdge._meta.db_table, Memory._meta.db_table
     # Raw SQL: the ORM's joins would silently drop the very rows whose memory is gone.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT e.id FROM {edge} e
-            LEFT JOIN {memory} s ON s.id = e.source_id
-            LEFT JOIN {memory} t ON t.id = e.target_id
-            WHERE s.id IS NULL OR t.id IS NULL OR s.owner_id <> e.owner_id OR t.owner_id <> e.owner_id
-            ORDER BY e.id
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        f"""
+        SELECT e.id FROM {edge} e
+        LEFT JOIN {memory} s ON s.id = e.source_id
+        LEFT JOIN {memory} t ON t.id = e.target_id
+        WHERE s.id IS NULL OR t.id IS NULL OR s.owner_id <> e.owner_id OR t.owner_id <> e.owner_id
+        ORDER BY e.id
+        """
+    )
 
 
 def fix_bad_edges(edge_ids: list[int]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {MemoryEdge._meta.db_table} WHERE id = ANY(%s)", [edge_ids])
+    _run(f"DELETE FROM {MemoryEdge._meta.db_table} WHERE id = ANY(%s)", [edge_ids])
 
 
 # --- consent-gate counts ----------------------------------------------------------------------
@@ -137,44 +146,38 @@ def fix_bad_edges(edge_ids: list[int]) -> None:
 
 
 def find_wrong_gate_counts() -> list[uuid.UUID]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT m.id FROM memories_memory m
-            LEFT JOIN memories_memorygate g ON g.memory_id = m.id
-            WHERE g.memory_id IS NULL
-               OR g.owner_id <> m.owner_id
-               OR g.blocked_count <> memories_gate_blockers(m.id, m.source_person_id)
-               OR g.embedding IS DISTINCT FROM m.embedding::halfvec
-            ORDER BY m.id
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        """
+        SELECT m.id FROM memories_memory m
+        LEFT JOIN memories_memorygate g ON g.memory_id = m.id
+        WHERE g.memory_id IS NULL
+           OR g.owner_id <> m.owner_id
+           OR g.blocked_count <> memories_gate_blockers(m.id, m.source_person_id)
+           OR g.embedding IS DISTINCT FROM m.embedding::halfvec
+        ORDER BY m.id
+        """
+    )
 
 
 def fix_wrong_gate_counts(memory_ids: list[uuid.UUID]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT memories_gate_refresh(%s::uuid[])", [memory_ids])
+    _run("SELECT memories_gate_refresh(%s::uuid[])", [memory_ids])
 
 
 def find_wrong_share_counts() -> list[uuid.UUID]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT DISTINCT s.memory_id FROM circles_memoryshare s
-            JOIN memories_memory m ON m.id = s.memory_id
-            WHERE (s.blocked_count, s.owner_id, s.occurred_at, s.embedding, s.search_vector)
-                  IS DISTINCT FROM (circles_share_blockers(s.memory_id, s.circle_id), m.owner_id,
-                                    m.occurred_at, m.embedding::halfvec, m.search_vector)
-            ORDER BY s.memory_id
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        """
+        SELECT DISTINCT s.memory_id FROM circles_memoryshare s
+        JOIN memories_memory m ON m.id = s.memory_id
+        WHERE (s.blocked_count, s.owner_id, s.occurred_at, s.embedding, s.search_vector)
+              IS DISTINCT FROM (circles_share_blockers(s.memory_id, s.circle_id), m.owner_id,
+                                m.occurred_at, m.embedding::halfvec, m.search_vector)
+        ORDER BY s.memory_id
+        """
+    )
 
 
 def fix_wrong_share_counts(memory_ids: list[uuid.UUID]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT circles_share_refresh(%s::uuid[], NULL)", [memory_ids])
+    _run("SELECT circles_share_refresh(%s::uuid[], NULL)", [memory_ids])
 
 
 # --- the full-text side's narrow copy ---------------------------------------------------------
@@ -187,20 +190,18 @@ def fix_wrong_share_counts(memory_ids: list[uuid.UUID]) -> None:
 
 
 def find_wrong_text_copies() -> list[uuid.UUID]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT coalesce(m.id, t.memory_id) FROM memories_memory m
-            FULL JOIN memories_memorytext t ON t.memory_id = m.id
-            LEFT JOIN memories_memorygate g ON g.memory_id = m.id
-            WHERE m.id IS NULL OR t.memory_id IS NULL
-               OR (t.owner_id, t.occurred_at, t.search_vector, t.agents_open)
-                  IS DISTINCT FROM (m.owner_id, m.occurred_at, m.search_vector,
-                                    coalesce(g.blocked_count = 0, false))
-            ORDER BY 1
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        """
+        SELECT coalesce(m.id, t.memory_id) FROM memories_memory m
+        FULL JOIN memories_memorytext t ON t.memory_id = m.id
+        LEFT JOIN memories_memorygate g ON g.memory_id = m.id
+        WHERE m.id IS NULL OR t.memory_id IS NULL
+           OR (t.owner_id, t.occurred_at, t.search_vector, t.agents_open)
+              IS DISTINCT FROM (m.owner_id, m.occurred_at, m.search_vector,
+                                coalesce(g.blocked_count = 0, false))
+        ORDER BY 1
+        """
+    )
 
 
 def fix_wrong_text_copies(memory_ids: list[uuid.UUID]) -> None:
@@ -224,17 +225,15 @@ def find_orphan_participants() -> list[int]:
         Memory._meta.db_table,
         Person._meta.db_table,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT mp.id FROM {participant} mp
-            LEFT JOIN {memory} m ON m.id = mp.memory_id
-            LEFT JOIN {person} p ON p.id = mp.person_id
-            WHERE m.id IS NULL OR p.id IS NULL OR p.owner_id <> m.owner_id
-            ORDER BY mp.id
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        f"""
+        SELECT mp.id FROM {participant} mp
+        LEFT JOIN {memory} m ON m.id = mp.memory_id
+        LEFT JOIN {person} p ON p.id = mp.person_id
+        WHERE m.id IS NULL OR p.id IS NULL OR p.owner_id <> m.owner_id
+        ORDER BY mp.id
+        """
+    )
 
 
 def _placeholder_person(owner_id: int) -> Person:
@@ -279,15 +278,13 @@ def fix_orphan_participants(participant_ids: list[int]) -> None:
 
 def find_foreign_source_people() -> list[uuid.UUID]:
     memory, person = Memory._meta.db_table, Person._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT m.id FROM {memory} m LEFT JOIN {person} p ON p.id = m.source_person_id
-            WHERE m.source_person_id IS NOT NULL AND (p.id IS NULL OR p.owner_id <> m.owner_id)
-            ORDER BY m.id
-            """
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return _found(
+        f"""
+        SELECT m.id FROM {memory} m LEFT JOIN {person} p ON p.id = m.source_person_id
+        WHERE m.source_person_id IS NOT NULL AND (p.id IS NULL OR p.owner_id <> m.owner_id)
+        ORDER BY m.id
+        """
+    )
 
 
 def fix_foreign_source_people(memory_ids: list[uuid.UUID]) -> None:
