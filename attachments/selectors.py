@@ -6,7 +6,8 @@ import uuid
 from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, QuerySet
+from django.db import connection
+from django.db.models import QuerySet
 from django.http import Http404
 
 from attachments.models import Attachment
@@ -45,13 +46,17 @@ def attachment_counts(*, memory_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int
     memory_ids = list(memory_ids)
     if not memory_ids:
         return {}
-    rows = (
-        Attachment.objects.filter(memory_id__in=memory_ids)
-        .values("memory_id")
-        .annotate(count=Count("id"))
-        .values_list("memory_id", "count")
-    )
-    return dict(rows)
+    # Plain SQL: on every search result list and API page, the ORM's GROUP BY statement
+    # cost ~1.5 ms of Python to build, far more than PostgreSQL took to answer it.
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNTS_SQL, [memory_ids])
+        return dict(cursor.fetchall())
+
+
+_COUNTS_SQL = (
+    f'SELECT "memory_id", count(*) FROM "{Attachment._meta.db_table}" '
+    'WHERE "memory_id" = ANY(%s::uuid[]) GROUP BY "memory_id"'
+)
 
 
 def photo_counts_attach(memories: list) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
@@ -195,6 +195,10 @@ class ParticipantInputSerializer(serializers.Serializer):
 
 def _owner_people(request: Request, person_ids: list) -> dict:
     """The owner's people among `person_ids`; an unknown id is a 400, never a silent drop."""
+    if not person_ids:
+        # Most writes name nobody: building person_list's statement (its counts) cost
+        # ~3 ms of Python per write, for a query that could only answer nothing.
+        return {}
     found = {person.pk: person for person in person_list(owner=request.user).filter(pk__in=person_ids)}
     return found
 
@@ -269,6 +273,14 @@ def _agent_memories(request: Request, filters: MemoryFilters | None = None) -> Q
         .prefetch_related(
             Prefetch("participants", queryset=MemoryParticipant.objects.select_related("person"))
         )
+    )
+
+
+def _participants_with_people() -> Prefetch:
+    """A memory's participants with their people, ordered as memory_get loads them."""
+    return Prefetch(
+        "participants",
+        queryset=MemoryParticipant.objects.select_related("person").order_by("person__display_name"),
     )
 
 
@@ -404,8 +416,14 @@ class MemoryListApi(APIView):
             source_person=_source_person(request, data["source_person"]),
             participants=_participant_specs(request, data["participants"]),
         )
-        memory = memory_get(owner=request.user, memory_id=memory.pk)
-        return Response(MemoryOutputSerializer(memory).data, status=status.HTTP_201_CREATED)
+        # The memory as saved: memory_create's instance holds every column it wrote (the
+        # database adds none the output shows), with its participants read back in one
+        # query as memory_get orders them. Reading the whole memory again through
+        # memory_get cost ~2.5 ms of Python per write, most of it building the statement.
+        prefetch_related_objects([memory], _participants_with_people())
+        return Response(
+            MemoryOutputSerializer(photo_counts_attach([memory])[0]).data, status=status.HTTP_201_CREATED
+        )
 
 
 @extend_schema(tags=["memories"])
