@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -541,10 +542,242 @@ def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
     return (pointing_here | entered | {target_id for _, target_id, _ in targets}) - {memory_id}
 
 
+# --- Edges for a batch of memories, in a few set-based statements -----------------------
+
+# The most memories one transaction refreshes (memory_edges_refresh_many splits larger lists).
+EDGES_BATCH_MAX = 256
+#
+# memory_edges_refresh costs a handful of statements per memory (the neighbour search,
+# the neighbours' lists, the shared people, the locks, the writes): a 10,000-entry
+# import computed edges at 5-20 memories/s, far behind its embeddings. The batch
+# below computes the same rows for many memories at once: the nearest neighbours of
+# every memory of the batch in one LATERAL statement per owner (through the HNSW
+# index, with the settings and fallbacks the owner's own search uses: _batch_nearest),
+# the shared people in one statement (set operations over the participants), the
+# neighbours' lists in one, and the writes in bulk. tests/memories/test_edges_batch.py
+# compares it with memory_edges_refresh, memory by memory.
+
+
+def _nearest_statement(*, exact: bool) -> str:
+    # Each anchor's nearest among its own owner's embedded memories (never another
+    # owner's: edges stay inside one journal), itself excluded. Exact: sorted after
+    # the WHERE (+ 0, which no index can serve), ties by id, as the owner's exact
+    # search (memories.search.knn._visible_neighbours); otherwise ordered by the
+    # distance, which the planner serves from memory_embedding_hnsw per anchor.
+    table = Memory._meta.db_table
+    distance = "other.embedding <=> anchor.embedding"
+    order = f"({distance}) + 0, other.id" if exact else distance
+    return f"""
+        SELECT anchor.id, near.id, near.distance
+          FROM {table} AS anchor
+         CROSS JOIN LATERAL (
+               SELECT other.id, {distance} AS distance
+                 FROM {table} AS other
+                WHERE other.owner_id = anchor.owner_id
+                  AND other.id <> anchor.id
+                  AND other.embedding IS NOT NULL
+                ORDER BY {order}
+                LIMIT %s
+         ) AS near
+         WHERE anchor.id = ANY(%s) AND anchor.owner_id = %s AND anchor.embedding IS NOT NULL
+    """
+
+
+def _batch_nearest_run(
+    anchor_ids: list[uuid.UUID], owner_id: int, fetch: int, *, exact: bool
+) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
+    found: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {anchor_id: [] for anchor_id in anchor_ids}
+    if not anchor_ids:
+        return found
+    with connection.cursor() as cursor:
+        cursor.execute(_nearest_statement(exact=exact), [fetch, list(anchor_ids), owner_id])
+        for anchor_id, other_id, distance in cursor.fetchall():
+            found[anchor_id].append((other_id, distance))
+    # Rows come back roughly by distance from the relaxed HNSW scan: re-sorted on the
+    # full-precision distance, ties by id, as the single search does.
+    return {anchor_id: sorted(rows, key=lambda row: (row[1], row[0])) for anchor_id, rows in found.items()}
+
+
+def _batch_nearest(
+    anchor_ids: list[uuid.UUID], owner_id: int, limit: int
+) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
+    """Each anchor's `limit` nearest of the owner's other memories: [(id, cosine distance)].
+
+    The strategy of the owner's single search (memories.search.vector._nearest_neighbours
+    without the gate), for the whole batch: exact for a small owner (or one too thin a
+    share of the table for the index's widest scan); otherwise HNSW with the same
+    ef_search and max_scan_tuples, over-fetched and re-sorted, and exact for the anchors
+    that came back short when few enough memories are in play. Runs in the caller's
+    transaction (the hnsw.* settings are local to it).
+    """
+    from memories.search import hints, knn
+    from memories.search import settings as search_settings
+
+    if hints._small_owner(owner_id):
+        return _batch_nearest_run(anchor_ids, owner_id, limit, exact=True)
+    fetch = limit * search_settings.ANN_OVERFETCH
+    if knn._thin_in_the_table(owner_id, fetch):
+        return _batch_nearest_run(anchor_ids, owner_id, limit, exact=True)
+    widened = math.ceil(fetch * search_settings.ANN_EF_PER_FETCHED / max(hints._owner_share(owner_id), 1e-6))
+    ef_search = max(search_settings.ANN_EF_SEARCH, min(search_settings.ANN_EF_SEARCH_MAX, widened))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+            "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true), "
+            "set_config('hnsw.scan_mem_multiplier', %s, true), "
+            "set_config('max_parallel_workers_per_gather', '0', true)",
+            [
+                str(ef_search),
+                str(max(search_settings.ANN_MAX_SCAN_TUPLES, 2 * ef_search)),
+                str(search_settings.ANN_SCAN_MEM_MULTIPLIER),
+            ],
+        )
+    found = {
+        anchor_id: rows[:limit]
+        for anchor_id, rows in _batch_nearest_run(anchor_ids, owner_id, fetch, exact=False).items()
+    }
+    short = [anchor_id for anchor_id, rows in found.items() if len(rows) < limit]
+    if short and not hints._owner_has_more_than(owner_id, search_settings.EXACT_FALLBACK_MAX_MEMORIES):
+        found |= _batch_nearest_run(short, owner_id, limit, exact=True)
+    return found
+
+
+def _batch_shared_person_targets(
+    memory_ids: list[uuid.UUID],
+) -> dict[uuid.UUID, list[tuple[uuid.UUID, float]]]:
+    """_shared_person_targets for every memory of the batch, in one statement.
+
+    Per memory: the owner's other memories with the most of its people (the owner's
+    Self not counted), then the most recent, then by id; the first
+    MEMORY_EDGES_SHARED_PERSON_LIMIT, ranked in SQL (row_number per memory).
+    """
+    participant = MemoryParticipant._meta.db_table
+    memory = Memory._meta.db_table
+    person = Person._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT anchor_id, other_id, shared FROM (
+                SELECT people.anchor_id, other.memory_id AS other_id, count(*) AS shared,
+                       row_number() OVER (
+                           PARTITION BY people.anchor_id
+                           ORDER BY count(*) DESC, other_memory.occurred_at DESC, other.memory_id
+                       ) AS rank
+                  FROM (SELECT own.memory_id AS anchor_id, own.person_id
+                          FROM {participant} AS own
+                          JOIN {person} AS person ON person.id = own.person_id
+                         WHERE own.memory_id = ANY(%s) AND NOT person.is_self) AS people
+                  JOIN {memory} AS anchor ON anchor.id = people.anchor_id
+                  JOIN {participant} AS other
+                    ON other.person_id = people.person_id AND other.memory_id <> people.anchor_id
+                  JOIN {memory} AS other_memory
+                    ON other_memory.id = other.memory_id AND other_memory.owner_id = anchor.owner_id
+                 GROUP BY people.anchor_id, other.memory_id, other_memory.occurred_at
+            ) AS ranked
+             WHERE rank <= %s
+             ORDER BY anchor_id, rank
+            """,
+            [list(memory_ids), settings.MEMORY_EDGES_SHARED_PERSON_LIMIT],
+        )
+        found: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+        for anchor_id, other_id, shared in cursor.fetchall():
+            found.setdefault(anchor_id, []).append((other_id, float(shared)))
+    return found
+
+
+def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """memory_edges_refresh for every memory of the batch, at once, in one transaction.
+
+    The same rows as memory_edges_refresh memory by memory (each memory's own
+    top lists, from its current state; see there), and the same neighbours returned
+    (those whose lists may now be stale), in a few statements for the whole batch.
+    Serialised with any refresh of the same memories by their advisory locks, taken
+    in id order.
+    """
+    ids = sorted(set(memory_ids))
+    if not ids:
+        return set()
+    limit = settings.MEMORY_EDGES_SIMILAR_LIMIT
+    minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('edges:' || id::text, 0)) "
+                "FROM unnest(%s::uuid[]) WITH ORDINALITY AS batch(id, position) ORDER BY position",
+                [ids],
+            )
+        rows = list(Memory.objects.filter(id__in=ids).values_list("id", "owner_id", "embedding"))
+        if not rows:
+            return set()  # deleted since the task was queued; their edges went with them
+        owners = {memory_id: owner_id for memory_id, owner_id, _ in rows}
+        by_owner: dict[int, list[uuid.UUID]] = {}
+        for memory_id, owner_id, embedding in rows:
+            if embedding is not None:
+                by_owner.setdefault(owner_id, []).append(memory_id)
+        near: dict[uuid.UUID, list[tuple[uuid.UUID, float]]] = {}
+        for owner_id, anchor_ids in by_owner.items():
+            for anchor_id, found in _batch_nearest(
+                anchor_ids, owner_id, max(limit, SIMILAR_REVERSE_CANDIDATES)
+            ).items():
+                near[anchor_id] = [
+                    (other_id, 1.0 - distance) for other_id, distance in found if 1.0 - distance >= minimum
+                ]
+        candidates = {other_id for found in near.values() for other_id, _ in found}
+        lists = {
+            row["source_id"]: (row["count"], row["weakest"])
+            for row in MemoryEdge.objects.filter(source_id__in=list(candidates), kind=EdgeKind.SIMILAR)
+            .values("source_id")
+            .annotate(count=Count("id"), weakest=Min("weight"))
+        }
+        shared = _batch_shared_person_targets(list(owners))
+        targets: dict[uuid.UUID, list[tuple[str, uuid.UUID, float]]] = {}
+        entered: dict[uuid.UUID, set[uuid.UUID]] = {}
+        for memory_id in owners:
+            found = near.get(memory_id, [])
+            entered[memory_id] = {
+                other_id
+                for other_id, similarity in found
+                if other_id not in lists or lists[other_id][0] < limit or similarity > lists[other_id][1]
+            }
+            targets[memory_id] = [
+                (EdgeKind.SIMILAR, other_id, weight) for other_id, weight in found[:limit]
+            ] + [(EdgeKind.SHARED_PERSON, other_id, weight) for other_id, weight in shared.get(memory_id, [])]
+        # The memories and their targets must still exist when the edges are written (a
+        # deletion may be running now): locked here, the gone ones left out.
+        present = memories_lock_for_reference(
+            [*owners, *(target_id for found in targets.values() for _, target_id, _ in found)]
+        )
+        refreshed = [memory_id for memory_id in owners if memory_id in present]
+        if not refreshed:
+            return set()
+        pointing_here = set(
+            MemoryEdge.objects.filter(target_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).values_list(
+                "source_id", flat=True
+            )
+        )
+        MemoryEdge.objects.filter(source_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).delete()
+        kept = {
+            memory_id: [target for target in targets[memory_id] if target[1] in present]
+            for memory_id in refreshed
+        }
+        MemoryEdge.objects.bulk_create(
+            MemoryEdge(
+                owner_id=owners[memory_id], source_id=memory_id, target_id=target_id, kind=kind, weight=weight
+            )
+            for memory_id in refreshed
+            for kind, target_id, weight in kept[memory_id]
+        )
+        Memory.objects.filter(id__in=refreshed).update(edges_computed_at=timezone.now())
+    pointed_to = {target_id for found in kept.values() for _, target_id, _ in found}
+    entered_lists = set().union(*(entered[memory_id] for memory_id in refreshed))
+    return (pointing_here | entered_lists | pointed_to) - set(refreshed)
+
+
 def memory_edges_refresh_many(
     *, memory_ids: Sequence[uuid.UUID], invalidate_neighbours: bool
 ) -> list[uuid.UUID]:
-    """memory_edges_refresh for each id; optionally invalidate the neighbours' edges.
+    """memory_edges_refresh for each id, in batches (memory_edges_refresh_batch); optionally
+    invalidate the neighbours' edges.
 
     With `invalidate_neighbours`, neighbours outside `memory_ids` get their
     edges_computed_at cleared, so the sweep recomputes them even if no task does,
@@ -552,8 +785,9 @@ def memory_edges_refresh_many(
     run without invalidating further: one hop, no cascade.
     """
     neighbours: set[uuid.UUID] = set()
-    for memory_id in sorted(set(memory_ids)):
-        neighbours |= memory_edges_refresh(memory_id=memory_id)
+    ids = sorted(set(memory_ids))
+    for start in range(0, len(ids), EDGES_BATCH_MAX):
+        neighbours |= memory_edges_refresh_batch(memory_ids=ids[start : start + EDGES_BATCH_MAX])
     if not invalidate_neighbours:
         return []
     outside = sorted(neighbours - set(memory_ids))
