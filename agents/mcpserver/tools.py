@@ -175,8 +175,9 @@ def _log_a2a(token: AccessToken, memories: list[Memory]) -> None:
 def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: str = "") -> dict[str, Any]:
     query = _check_text(query, name="query", max_length=MAX_QUERY_LENGTH)
     limit = _check_limit(limit)
-    if circle:
-        with transaction.atomic():
+    answer: dict[str, Any] = {"query": query}
+    with transaction.atomic():
+        if circle:
             readable = _readable_circle(token, circle)
             hits = circle_memory_search(
                 readable.pk,
@@ -187,29 +188,22 @@ def search_memories(*, token: AccessToken, query: str, limit: int = 10, circle: 
                 may_read_sensitive=token.agent.may_read_sensitive,
             )
             _log_a2a(token, [hit.memory for hit in hits])
-        return {
-            "query": query,
-            "circle": readable.name,
-            "results": [
-                {**_circle_memory_out(hit.memory), "score": round(hit.score, 6)}
-                for hit in _with_photo_counts(hits)
-            ],
-        }
-    with transaction.atomic():
-        hits = memory_search(
-            token.owner,
-            query,
-            respect_consent=True,
-            limit=limit,
-            may_read_sensitive=token.agent.may_read_sensitive,
-        )
-        _log(token, [hit.memory for hit in hits])
-    return {
-        "query": query,
-        "results": [
-            {**_memory_out(hit.memory), "score": round(hit.score, 6)} for hit in _with_photo_counts(hits)
-        ],
-    }
+            answer["circle"] = readable.name
+            memory_out = _circle_memory_out
+        else:
+            hits = memory_search(
+                token.owner,
+                query,
+                respect_consent=True,
+                limit=limit,
+                may_read_sensitive=token.agent.may_read_sensitive,
+            )
+            _log(token, [hit.memory for hit in hits])
+            memory_out = _memory_out
+    answer["results"] = [
+        {**memory_out(hit.memory), "score": round(hit.score, 6)} for hit in _with_photo_counts(hits)
+    ]
+    return answer
 
 
 def _person_out(token: AccessToken, person: Person) -> tuple[dict[str, Any], list[Memory]]:
