@@ -685,14 +685,15 @@ def _batch_shared_person_targets(
     return found
 
 
-def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: bool = True) -> set[uuid.UUID]:
     """memory_edges_refresh for every memory of the batch, at once, in one transaction.
 
     The same rows as memory_edges_refresh memory by memory (each memory's own
     top lists, from its current state; see there), and the same neighbours returned
     (those whose lists may now be stale), in a few statements for the whole batch.
     Serialised with any refresh of the same memories by their advisory locks, taken
-    in id order.
+    in id order. neighbours=False: the same rows, without finding the neighbours (an
+    empty set; for follow-ups, which queue nothing further).
     """
     ids = sorted(set(memory_ids))
     if not ids:
@@ -722,7 +723,7 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID]) -> set[uuid.U
                 near[anchor_id] = [
                     (other_id, 1.0 - distance) for other_id, distance in found if 1.0 - distance >= minimum
                 ]
-        candidates = {other_id for found in near.values() for other_id, _ in found}
+        candidates = {other_id for found in near.values() for other_id, _ in found} if neighbours else set()
         lists = {
             row["source_id"]: (row["count"], row["weakest"])
             for row in MemoryEdge.objects.filter(source_id__in=list(candidates), kind=EdgeKind.SIMILAR)
@@ -750,10 +751,14 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID]) -> set[uuid.U
         refreshed = [memory_id for memory_id in owners if memory_id in present]
         if not refreshed:
             return set()
-        pointing_here = set(
-            MemoryEdge.objects.filter(target_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).values_list(
-                "source_id", flat=True
+        pointing_here = (
+            set(
+                MemoryEdge.objects.filter(target_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).values_list(
+                    "source_id", flat=True
+                )
             )
+            if neighbours
+            else set()
         )
         MemoryEdge.objects.filter(source_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).delete()
         kept = {
@@ -768,6 +773,8 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID]) -> set[uuid.U
             for kind, target_id, weight in kept[memory_id]
         )
         Memory.objects.filter(id__in=refreshed).update(edges_computed_at=timezone.now())
+    if not neighbours:
+        return set()
     pointed_to = {target_id for found in kept.values() for _, target_id, _ in found}
     entered_lists = set().union(*(entered[memory_id] for memory_id in refreshed))
     return (pointing_here | entered_lists | pointed_to) - set(refreshed)
@@ -787,7 +794,9 @@ def memory_edges_refresh_many(
     neighbours: set[uuid.UUID] = set()
     ids = sorted(set(memory_ids))
     for start in range(0, len(ids), EDGES_BATCH_MAX):
-        neighbours |= memory_edges_refresh_batch(memory_ids=ids[start : start + EDGES_BATCH_MAX])
+        neighbours |= memory_edges_refresh_batch(
+            memory_ids=ids[start : start + EDGES_BATCH_MAX], neighbours=invalidate_neighbours
+        )
     if not invalidate_neighbours:
         return []
     outside = sorted(neighbours - set(memory_ids))

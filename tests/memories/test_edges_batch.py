@@ -93,6 +93,9 @@ def test_the_batch_writes_the_edges_one_by_one_writes_and_names_the_same_neighbo
         single |= services.memory_edges_refresh(memory_id=memory_id)
     assert services.memory_edges_refresh_batch(memory_ids=some) == single - set(some)
     assert _edge_rows() == one_by_one
+    # Without looking for neighbours (follow-ups): the same rows, nothing named.
+    assert services.memory_edges_refresh_batch(memory_ids=ids, neighbours=False) == set()
+    assert _edge_rows() == one_by_one
 
 
 def test_refresh_many_goes_through_the_batch_and_invalidates_outside_neighbours(alice):
