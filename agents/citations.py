@@ -22,22 +22,34 @@ from memories.models import Memory
 
 
 @transaction.atomic
-def citations_save(*, message: models.Model, memories: Iterable[Memory]) -> None:
+def citations_save(*, message: models.Model, memories: Iterable[Memory], new: bool = False) -> None:
     """Record `memories` as what `message` cites and was built from, [1] first.
 
     Replaces any earlier citations and provenance; both are written in one transaction,
-    so a reply is never seen with citations but no sources.
+    so a reply is never seen with citations but no sources. `new`: the message was
+    created in the caller's transaction a moment ago, so it has no citations to replace;
+    created with these memories' ids as its `source_ids` (citation_source_ids), it is
+    not written again either (two statements fewer on every chat turn).
     """
     memories = list(dict.fromkeys(memories))
     manager = message.cited_memories
     through = manager.through
-    through.objects.filter(**{manager.source_field_name: message}).delete()
+    if not new:
+        through.objects.filter(**{manager.source_field_name: message}).delete()
     through.objects.bulk_create(
         through(**{manager.source_field_name: message, manager.target_field_name: memory})
         for memory in memories
     )
-    message.source_ids = [memory.pk for memory in memories]
+    source_ids = [memory.pk for memory in memories]
+    if new and message.source_ids == source_ids:
+        return
+    message.source_ids = source_ids
     type(message).objects.filter(pk=message.pk).update(source_ids=message.source_ids)
+
+
+def citation_source_ids(memories: Iterable[Memory]) -> list:
+    """The `source_ids` citations_save records for `memories`: to create a message with them."""
+    return [memory.pk for memory in dict.fromkeys(memories)]
 
 
 def citations_attach(messages: Iterable[models.Model]) -> list[models.Model]:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from agents.models import (
@@ -29,6 +31,13 @@ def agent_list(*, owner: AbstractBaseUser, only: Agent | None = None) -> QuerySe
 
 def agent_get(*, owner: AbstractBaseUser, agent_id: object, only: Agent | None = None) -> Agent:
     """The owner's agent, or 404 — another owner's agent does not exist for you."""
+    if only is not None and isinstance(agent_id, uuid.UUID):
+        # An agent token's own agent, loaded with the token in this request: what the
+        # query below would return (that agent, if it is the one asked for and the
+        # owner's), without building and running it on every chat turn.
+        if only.pk != agent_id or only.owner_id != owner.pk:
+            raise Http404("No Agent matches the given query.")
+        return only
     return get_object_or_404(agent_list(owner=owner, only=only), pk=agent_id)
 
 

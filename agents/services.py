@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from agents.citations import citations_save
+from agents.citations import citation_source_ids, citations_save
 from agents.llm import LLMError, chat_completion, llm_config
 from agents.models import (
     AccessLog,
@@ -419,11 +419,16 @@ def chat_turn(
 
     with transaction.atomic():
         reply = Message.objects.create(
-            conversation=conversation, role=MessageRole.ASSISTANT, content=content, is_error=is_error
+            conversation=conversation,
+            role=MessageRole.ASSISTANT,
+            content=content,
+            is_error=is_error,
+            source_ids=[] if is_error else citation_source_ids(memories),
         )
         if not is_error:
-            citations_save(message=reply, memories=memories)
-        reply.withheld_people.set(withheld)
+            citations_save(message=reply, memories=memories, new=True)
+        if withheld:  # a reply just created has none to clear
+            reply.withheld_people.set(withheld)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return ChatTurn(
         conversation=conversation,
