@@ -41,6 +41,17 @@ RELATIONSHIP_SUGGESTIONS = [
 MONTH_CHOICES = [("", "Month"), *((str(number), calendar.month_name[number]) for number in range(1, 13))]
 
 
+def _birthday_number(label: str, *, max_value: int) -> forms.IntegerField:
+    """A birthday's day or year: optional, a number from 1, typed on a phone's number pad."""
+    return forms.IntegerField(
+        label=label,
+        required=False,
+        min_value=1,
+        max_value=max_value,
+        widget=forms.NumberInput(attrs={"inputmode": "numeric", "placeholder": label}),
+    )
+
+
 class PersonForm(forms.Form):
     display_name = forms.CharField(
         label="Name", max_length=200, error_messages={"required": "A name is required."}
@@ -58,23 +69,11 @@ class PersonForm(forms.Form):
         help_text="Other names, separated by commas (e.g. Grandma, Nana).",
     )
     kind = forms.ChoiceField(choices=PersonKind.choices, initial=PersonKind.HUMAN)
-    birthday_day = forms.IntegerField(
-        label="Day",
-        required=False,
-        min_value=1,
-        max_value=31,
-        widget=forms.NumberInput(attrs={"inputmode": "numeric", "placeholder": "Day"}),
-    )
+    birthday_day = _birthday_number("Day", max_value=31)
     birthday_month = forms.TypedChoiceField(
         label="Month", choices=MONTH_CHOICES, coerce=int, empty_value=None, required=False
     )
-    birthday_year = forms.IntegerField(
-        label="Year",
-        required=False,
-        min_value=1,
-        max_value=9999,
-        widget=forms.NumberInput(attrs={"inputmode": "numeric", "placeholder": "Year"}),
-    )
+    birthday_year = _birthday_number("Year", max_value=9999)
     notes = forms.CharField(
         required=False, max_length=PERSON_NOTES_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3})
     )
