@@ -128,6 +128,14 @@ def _limited(name: str, usage: dict | None, *, at_most: str) -> Limited | None:
     return Limited(limit=name, retry_after=max(1, int(usage["time_left"])))
 
 
+def _count_or_refuse(request: HttpRequest, *, name: str, group: str, key: object, refusal: str) -> None:
+    """Count one more against a limit; past it, refuse with `refusal` ({retry_after} says when it lifts)."""
+    usage = _usage(request, name=name, group=group, key=key, increment=True)
+    limited = _limited(name, usage, at_most="count")
+    if limited is not None:
+        raise TokenAttemptsLimited(limited, refusal.format(retry_after=limited.retry_after_text))
+
+
 def _account_key(user_id: object):
     return lambda _group, _request: f"user:{user_id}"
 
@@ -142,28 +150,25 @@ def token_failure_record(request: HttpRequest) -> None:
     refusal never touch a valid token (issue #40: checking the address first refused
     the right token for a quarter of an hour after someone else's wrong ones).
     """
-    name = "token_failures_per_address"
-    usage = _usage(request, name=name, group=TOKEN_FAILURES, key="ip", increment=True)
-    limited = _limited(name, usage, at_most="count")
-    if limited is not None:
-        raise TokenAttemptsLimited(
-            limited,
-            "Too many failed token attempts from your address: wrong tokens from it are refused "
-            f"(a valid token still works). Try again in {limited.retry_after_text}.",
-        )
+    _count_or_refuse(
+        request,
+        name="token_failures_per_address",
+        group=TOKEN_FAILURES,
+        key="ip",
+        refusal="Too many failed token attempts from your address: wrong tokens from it are refused "
+        "(a valid token still works). Try again in {retry_after}.",
+    )
 
 
 def token_request_record(request: HttpRequest, *, owner_id: object) -> None:
     """Count an authenticated token request against its owner's ceiling; refuse past it."""
-    name = "token_requests_per_account"
-    usage = _usage(request, name=name, group=TOKEN_REQUESTS, key=_account_key(owner_id), increment=True)
-    limited = _limited(name, usage, at_most="count")
-    if limited is not None:
-        raise TokenAttemptsLimited(
-            limited,
-            "Too many requests with this account's tokens: slow down. "
-            f"Try again in {limited.retry_after_text}.",
-        )
+    _count_or_refuse(
+        request,
+        name="token_requests_per_account",
+        group=TOKEN_REQUESTS,
+        key=_account_key(owner_id),
+        refusal="Too many requests with this account's tokens: slow down. Try again in {retry_after}.",
+    )
 
 
 # --- Logins (django-axes) -------------------------------------------------------------
