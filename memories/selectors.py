@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -55,8 +55,12 @@ def memory_apply_filters(memories: QuerySet[Memory], filters: MemoryFilters | No
 LIST_DEFERRED = ("embedding", "search_vector")
 
 
-def _with_people(memories: QuerySet[Memory]) -> QuerySet[Memory]:
-    own_self = Person.objects.filter(owner_id=OuterRef("owner_id"), is_self=True).values("consent_status")[:1]
+def _with_people(memories: QuerySet[Memory], *, owner: AbstractBaseUser) -> QuerySet[Memory]:
+    """`owner`'s `memories` with their people and the owner's Self consent (owner_self_status)."""
+    # Not correlated with each row (OuterRef("owner_id")): every row is the owner's, and
+    # PostgreSQL then reads Self once per statement, not once per row it walks — a page
+    # at offset 100 ran it 120 times (13 of the page's 14 ms, EXPLAIN ANALYZE under load).
+    own_self = Person.objects.filter(owner=owner, is_self=True).order_by().values("consent_status")[:1]
     return (
         memories.select_related("source_person")
         .annotate(owner_self_status=Subquery(own_self))
@@ -76,12 +80,12 @@ def memory_list(*, owner: AbstractBaseUser, filters: MemoryFilters | None = None
     read and parsed 20 × 384 numbers as text (~2 ms of a ~20 ms API page).
     """
     memories = memory_apply_filters(Memory.objects.filter(owner=owner), filters)
-    return _with_people(memories).defer(*LIST_DEFERRED).order_by("-occurred_at", "-created_at")
+    return _with_people(memories, owner=owner).defer(*LIST_DEFERRED).order_by("-occurred_at", "-created_at")
 
 
 def memory_get(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
     """The owner's memory, or 404 — another owner's memory does not exist for you."""
-    return get_object_or_404(_with_people(Memory.objects.filter(owner=owner)), pk=memory_id)
+    return get_object_or_404(_with_people(Memory.objects.filter(owner=owner), owner=owner), pk=memory_id)
 
 
 def memory_consent_blockers(memory: Memory) -> list[Person]:
@@ -204,4 +208,4 @@ def memory_on_this_day(*, owner: AbstractBaseUser, day: date) -> QuerySet[Memory
     memories = Memory.objects.filter(
         same_day, owner=owner, occurred_at__lt=_start_of(day.replace(month=1, day=1))
     )
-    return _with_people(memories).order_by("-occurred_at", "-created_at")
+    return _with_people(memories, owner=owner).order_by("-occurred_at", "-created_at")
