@@ -559,14 +559,37 @@ EDGES_BATCH_MAX = 256
 
 
 def _nearest_statement(*, exact: bool) -> str:
-    # Each anchor's nearest among its own owner's embedded memories (never another
-    # owner's: edges stay inside one journal), itself excluded. Exact: sorted after
-    # the WHERE (+ 0, which no index can serve), ties by id, as the owner's exact
-    # search (memories.search.knn._visible_neighbours); otherwise ordered by the
-    # distance, which the planner serves from memory_embedding_hnsw per anchor.
+    """Each anchor's nearest among its own owner's embedded memories, itself excluded.
+
+    Never another owner's: edges stay inside one journal. Parameters: the owner, how
+    many per anchor and the anchors' ids, in the order _nearest_parameters gives.
+    Exact: the owner's rows read once (MATERIALIZED) and each anchor's distances
+    sorted after the WHERE (+ 0, which no index can serve),
+    ties by id, as the owner's exact search (memories.search.knn._visible_neighbours);
+    read once, not once per anchor: an import's memories are rewritten several times
+    (embedding, edges), and each anchor's own scan of the owner's rows also walked
+    their dead versions (40 ms an anchor at 2,000 memories, bench_import 2026-11-28).
+    Otherwise ordered by the distance, which the planner serves from
+    memory_embedding_hnsw, anchor by anchor.
+    """
     table = Memory._meta.db_table
     distance = "other.embedding <=> anchor.embedding"
-    order = f"({distance}) + 0, other.id" if exact else distance
+    if exact:
+        return f"""
+            WITH mine AS MATERIALIZED (
+                SELECT id, embedding FROM {table} WHERE owner_id = %s AND embedding IS NOT NULL
+            )
+            SELECT anchor.id, near.id, near.distance
+              FROM mine AS anchor
+             CROSS JOIN LATERAL (
+                   SELECT other.id, {distance} AS distance
+                     FROM mine AS other
+                    WHERE other.id <> anchor.id
+                    ORDER BY ({distance}) + 0, other.id
+                    LIMIT %s
+             ) AS near
+             WHERE anchor.id = ANY(%s)
+        """
     return f"""
         SELECT anchor.id, near.id, near.distance
           FROM {table} AS anchor
@@ -576,11 +599,15 @@ def _nearest_statement(*, exact: bool) -> str:
                 WHERE other.owner_id = anchor.owner_id
                   AND other.id <> anchor.id
                   AND other.embedding IS NOT NULL
-                ORDER BY {order}
+                ORDER BY {distance}
                 LIMIT %s
          ) AS near
          WHERE anchor.id = ANY(%s) AND anchor.owner_id = %s AND anchor.embedding IS NOT NULL
     """
+
+
+def _nearest_parameters(anchor_ids: list[uuid.UUID], owner_id: int, fetch: int, *, exact: bool) -> list:
+    return [owner_id, fetch, anchor_ids] if exact else [fetch, anchor_ids, owner_id]
 
 
 def _batch_nearest_run(
@@ -590,7 +617,10 @@ def _batch_nearest_run(
     if not anchor_ids:
         return found
     with connection.cursor() as cursor:
-        cursor.execute(_nearest_statement(exact=exact), [fetch, list(anchor_ids), owner_id])
+        cursor.execute(
+            _nearest_statement(exact=exact),
+            _nearest_parameters(list(anchor_ids), owner_id, fetch, exact=exact),
+        )
         for anchor_id, other_id, distance in cursor.fetchall():
             found[anchor_id].append((other_id, distance))
     # Rows come back roughly by distance from the relaxed HNSW scan: re-sorted on the
@@ -801,8 +831,9 @@ def memory_edges_refresh_many(
         return []
     outside = sorted(neighbours - set(memory_ids))
     # Its own statement, after the refreshes committed: never holds one memory's
-    # lock while waiting on a neighbour's row.
-    Memory.objects.filter(id__in=outside).update(edges_computed_at=None)
+    # lock while waiting on a neighbour's row. Rows already cleared are left alone: each
+    # update of a memory's row writes a new version of it, in every index (HNSW too).
+    Memory.objects.filter(id__in=outside, edges_computed_at__isnull=False).update(edges_computed_at=None)
     return outside
 
 
