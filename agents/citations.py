@@ -21,7 +21,9 @@ from django.db import models, transaction
 from memories.models import Memory
 
 
-@transaction.atomic
+# Without a savepoint inside a caller's transaction (every reply is saved in one): a failure
+# here fails the caller's whole transaction anyway, and the savepoint cost two round trips.
+@transaction.atomic(savepoint=False)
 def citations_save(*, message: models.Model, memories: Iterable[Memory], new: bool = False) -> None:
     """Record `memories` as what `message` cites and was built from, [1] first.
 
