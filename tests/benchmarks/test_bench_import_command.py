@@ -1,0 +1,42 @@
+"""bench_import runs end to end on a tiny import and prints its figures (a smoke test, not a measurement)."""
+
+from __future__ import annotations
+
+import json
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from benchmarks.management.commands.bench_import import OWNER, dayone_export
+from config.celery import app
+from memories.models import Memory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_generated_file_is_a_day_one_export_with_names_and_tags():
+    entries = json.loads(dayone_export(entries=30, seed=7))["entries"]
+    assert len(entries) == 30 and len({entry["uuid"] for entry in entries}) == 30
+    assert all(entry["text"].startswith("# ") and entry["tags"] for entry in entries)
+    assert any(len(entry["tags"]) > 1 for entry in entries)
+
+
+def test_bench_import_makes_every_entry_searchable_prints_each_stage_and_cleans_up():
+    out, eager_before = StringIO(), app.conf.task_always_eager
+    call_command("bench_import", entries=30, progress=0.5, stdout=out)
+    text = out.getvalue()
+
+    assert "tasks run eagerly in this process" in text
+    for stage in ("parsing", "saving", "embedding", "edges"):
+        assert re.search(rf"^  {stage}: +\d+ entries/s", text, re.MULTILINE), text
+    assert re.search(r"^import: Done, 30 imported, 0 skipped$", text, re.MULTILINE), text
+    assert "[30 memories embedded]" in text
+    assert re.search(r"^fully searchable: 30 of 30 memories \(30 embedded\) in [0-9.]+s", text, re.MULTILINE)
+    assert text.count("load ") >= 2 and "load after:" in text
+    # Its own user and memories are gone, and the tasks are no longer eager.
+    assert not get_user_model().objects.filter(username=OWNER).exists()
+    assert not Memory.objects.filter(owner__username=OWNER).exists()
+    assert app.conf.task_always_eager is eager_before
