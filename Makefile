@@ -83,4 +83,4 @@ bench: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP) vendor chromium lint
 	$(PY) -m config.embedded exec -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup \
-	  --no-loadscope-reorder $(PYTEST_ARGS)
+	  --no-loadscope-reorder --durations=20 $(PYTEST_ARGS)

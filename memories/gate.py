@@ -5,7 +5,7 @@ here; no other module decides visibility. The viewer is a parameter: the owner, 
 agent acting for the owner, a circle member, a member's agent, a set of readers.
 Everything is decided inside one SQL statement (EXISTS / NOT EXISTS on the people),
 never by filtering rows in Python, so `LIMIT k` counts only what passed and a change
-of consent shows on the very next query (nothing is cached but the compiled SQL).
+of consent shows on the very next query (nothing is kept but built statements).
 
 The rules, in SPEC order:
 
@@ -49,6 +49,7 @@ SQL here. memories/retrieval.py is the engine that searches inside these scopes.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable
 
@@ -139,8 +140,21 @@ def agent_visible_memories(
     (_ExistsPerRow), which suits a statement that looks at a few rows (a search,
     a page). The same condition either way.
     """
+    return _agent_visible_built(_owner_id(owner), may_read_sensitive, whole_journal).all()
+
+
+# Built statements, kept per process (bounded): building the gate's nested EXISTS in the ORM
+# costs 5-20 ms of Python, and the same viewer asks again and again. A QuerySet that is never
+# evaluated holds no rows, only the statement; callers get a fresh copy (`.all()`), and
+# everything the gate reads (consent, membership, shares, the clock) is read by that statement
+# when it runs, so a kept one answers exactly as a new one would.
+_BUILT_KEPT = 512
+
+
+@functools.lru_cache(maxsize=_BUILT_KEPT)
+def _agent_visible_built(owner_id: int, may_read_sensitive: bool, whole_journal: bool) -> QuerySet[Memory]:
     return Memory.objects.filter(
-        *_agents_rules(_owner_id(owner), may_read_sensitive=may_read_sensitive, whole_journal=whole_journal)
+        *_agents_rules(owner_id, may_read_sensitive=may_read_sensitive, whole_journal=whole_journal)
     )
 
 
@@ -349,13 +363,33 @@ def circle_visible_memories(
     `assume_shared`: every rule but the share itself, for the owner's question "who
     would see it if I shared it?" (circle_members_who_would_see); never a reader's scope.
     """
+    viewers = tuple(sorted({int(viewer_id) for viewer_id in viewer_ids}))
+    if not viewers:
+        return Memory.objects.none()
+    return _circle_visible_built(
+        str(circle_id),
+        viewers,
+        bool(for_agent),
+        bool(read_by_several),
+        bool(may_read_sensitive),
+        bool(assume_shared),
+    ).all()
+
+
+@functools.lru_cache(maxsize=_BUILT_KEPT)
+def _circle_visible_built(
+    circle_id: str,
+    viewers: tuple[int, ...],
+    for_agent: bool,
+    read_by_several: bool,
+    may_read_sensitive: bool,
+    assume_shared: bool,
+) -> QuerySet[Memory]:
+    """circle_visible_memories' statement, built (kept: see _BUILT_KEPT)."""
     # circles builds on memories; the gate reads its tables here, lazily, so that
     # there is one gate with a case per audience rather than a second gate there.
     from circles.models import CircleMembership, MemoryShare
 
-    viewers = sorted({int(viewer_id) for viewer_id in viewer_ids})
-    if not viewers:
-        return Memory.objects.none()
     audience = circle_audience(circle_id)
     ungranted_participant = MemoryParticipant.objects.filter(
         ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
@@ -384,6 +418,10 @@ def circle_visible_memories(
     if for_agent:
         # Now() is the transaction's clock, as in agent_visible_memories.
         conditions += [Q(expires_at__isnull=True) | Q(expires_at__gt=Now()), Q(superseded_by__isnull=True)]
+    if for_agent or read_by_several:
+        # Through an agent or for several readers, even the viewer's own memory needs its
+        # people's consent for the circle: asked once here, not once per viewer.
+        conditions.append(consented)
     for viewer_id in viewers:
         about_viewer = Q(
             Exists(
@@ -407,13 +445,13 @@ def circle_visible_memories(
                 *_agents_rules(viewer_id, may_read_sensitive=sensitive_passes, whole_journal=False),
                 sensitivity__in=owner_sensitivities,
             )
-            conditions.append(consented & (owner_may | (~Q(owner_id=viewer_id) & allowed)))
+            conditions.append(owner_may | (~Q(owner_id=viewer_id) & allowed))
         elif read_by_several:
             # A text the circle reads (future members too): its audience is the
             # circle, so the owner's own memory needs its people's consent for the
             # circle and is never sensitive.
             owner_may = Q(owner_id=viewer_id, sensitivity__in=[Sensitivity.PUBLIC, Sensitivity.PERSONAL])
-            conditions.append(consented & (owner_may | allowed))
+            conditions.append(owner_may | allowed)
         else:
             conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)

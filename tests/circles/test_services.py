@@ -143,6 +143,33 @@ def test_member_sees_public_shared_memory_until_consent_is_revoked(alice, bob, f
     assert visible_to(family, bob) == {memory.pk}
 
 
+def test_a_kept_gate_statement_answers_as_a_new_one_and_callers_cannot_change_it(alice, bob, family):
+    # The gate keeps its built statement per viewer (memories/gate.py, _BUILT_KEPT): asked
+    # again it is the same statement, which reads consent and membership when it runs, and
+    # what a caller adds to its copy never reaches the next caller.
+    carol = person_create(owner=alice, display_name="Carol")
+    grant(carol, family)
+    first, second = (
+        memory_create(
+            owner=alice, body=body, sensitivity="public", participants=[ParticipantSpec(person=carol)]
+        )
+        for body in ("Carol at the lake", "Carol at the market")
+    )
+    for memory in (first, second):
+        memory_share(memory=memory, circle=family, by=alice)
+    gate = circle_visible_memories(family.pk, [bob.pk])
+    assert str(circle_visible_memories(str(family.pk), [bob.pk, bob.pk]).query) == str(gate.query)
+    assert set(gate.filter(pk=first.pk).values_list("pk", flat=True)) == {first.pk}
+    assert set(gate.exclude(pk=first.pk).values_list("pk", flat=True)) == {second.pk}
+    assert visible_to(family, bob) == {first.pk, second.pk}
+    grant(carol, family, ConsentStatus.REVOKED)
+    assert visible_to(family, bob) == set()
+    membership_remove(circle=family, user_id=bob.pk, by=alice)
+    grant(carol, family)
+    assert visible_to(family, bob) == set()
+    assert visible_to(family, alice) == {first.pk, second.pk}
+
+
 def test_agents_consent_does_not_open_a_circle(alice, bob, family):
     carol = person_create(owner=alice, display_name="Carol")
     person_set_consent(person=carol, status=ConsentStatus.GRANTED, actor=alice)
