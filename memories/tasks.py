@@ -155,12 +155,13 @@ def compute_edges(memory_ids: list[str], invalidate_neighbours: bool) -> None:
 
 @shared_task(name="memories.embed_bulk", soft_time_limit=240, time_limit=300, **RETRY_OPTIONS)
 def embed_bulk(memory_ids: list[str]) -> int:
-    """Bulk queue: embed these memories in one batch, then queue their edges in small groups.
+    """Bulk queue: embed these memories in one batch, then queue their edges in groups.
 
-    The edges (a neighbour search per memory) cost more than the encoding, so
-    they are separate tasks: the worker goes back to the default queue between
-    them. Memories this call did not embed (another task did, or the text
-    changed meanwhile) get their edges from whoever embedded them, or the sweep.
+    The edges (a batch's neighbours, shared people and writes in a few statements:
+    memory_edges_refresh_batch) and their neighbours' follow-ups are separate
+    tasks: the worker goes back to the default queue between them. Memories this
+    call did not embed (another task did, or the text changed meanwhile) get their
+    edges from whoever embedded them, or the sweep.
     Returns how many it embedded.
     """
     stored = services.memory_embed_batch(memory_ids=_uuids(memory_ids))
