@@ -107,6 +107,7 @@
         var row = document.createElement("li");
         row.className = "outbox-item";
         row.dataset.key = item.key;
+        row.dataset.state = item.state;
         var text = document.createElement("span");
         text.className = "outbox-text";
         text.textContent = item.body.length > 120 ? item.body.slice(0, 119) + "…" : item.body;
@@ -253,13 +254,23 @@
       true
     );
 
-    window.addEventListener("online", function () {
+    function sendWaiting() {
       flush(user).then(function (sent) {
         var field = document.querySelector("#quick-add textarea");
         // The timeline shows what was sent (unless something is being typed).
         if (sent && window.location.pathname === "/" && !(field && field.value.trim())) window.location.reload();
       });
-    });
+    }
+    window.addEventListener("online", sendWaiting);
+    // Not every browser says when the network is back (Chromium's emulated offline mode
+    // changes navigator.onLine without an "online" event): while captures wait in the
+    // outbox, look every two seconds too.
+    window.setInterval(function () {
+      var waiting = document.querySelector(
+        '#outbox [data-state="waiting"], #outbox [data-state="sending"]'
+      );
+      if (waiting && navigator.onLine && !flushing) sendWaiting();
+    }, 2000);
     render(user)
       .then(function () { return flush(user); })
       .then(function (sent) {
