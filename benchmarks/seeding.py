@@ -66,6 +66,21 @@ VOCABULARY = (
     "moon candle lantern quilt recipe pie soup harvest orchard apple pear plum"
 ).split()
 
+# A memory row as the benches (and tests/memories/test_plans.py) COPY it in binary.
+MEMORY_COPY_SQL = (
+    "COPY memories_memory (id, owner_id, title, body, occurred_at, created_at, updated_at, "
+    "kind, sensitivity, embedding, embedding_model, embedded_at, edges_computed_at) "
+    "FROM STDIN WITH (FORMAT BINARY)"
+)
+MEMORY_COPY_TYPES = ["uuid", "int4", "varchar", "text", "timestamptz", "timestamptz", "timestamptz"] + [
+    "varchar",
+    "varchar",
+    "vector",
+    "varchar",
+    "timestamptz",
+    "timestamptz",
+]
+
 
 # Realistic text (--text words): English words drawn by their real frequency
 # (wordfreq's list, which ships its data: nothing is downloaded), journal-like
@@ -372,15 +387,8 @@ def _copy_memories(
         buckets = rng.integers(0, BUCKETS, count)
         ids = [uuid.uuid4() for _ in range(count)]
         with transaction.atomic(), raw.cursor() as cursor:
-            with cursor.copy(
-                "COPY memories_memory (id, owner_id, title, body, occurred_at, created_at, updated_at, "
-                "kind, sensitivity, embedding, embedding_model, embedded_at, edges_computed_at) "
-                "FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(
-                    ["uuid", "int4", "varchar", "text", "timestamptz", "timestamptz", "timestamptz"]
-                    + ["varchar", "varchar", "vector", "varchar", "timestamptz", "timestamptz"]
-                )
+            with cursor.copy(MEMORY_COPY_SQL) as copy:
+                copy.set_types(MEMORY_COPY_TYPES)
                 for row in range(count):
                     title, body = texts[row]
                     occurred = now - timedelta(minutes=int(start + row))

@@ -77,6 +77,8 @@ def _seed(rng: np.random.Generator) -> World:
     from benchmarks.management.commands.bench_circles import _circle
     from benchmarks.seeding import (
         BUCKETS,
+        MEMORY_COPY_SQL,
+        MEMORY_COPY_TYPES,
         Text,
         _own_self,
         bench_user,
@@ -126,15 +128,8 @@ def _seed(rng: np.random.Generator) -> World:
     for start in range(0, MEMORIES, COPY_BATCH):
         batch = range(start, min(start + COPY_BATCH, MEMORIES))
         with transaction.atomic(), raw.cursor() as cursor:
-            with cursor.copy(
-                "COPY memories_memory (id, owner_id, title, body, occurred_at, created_at, updated_at, "
-                "kind, sensitivity, embedding, embedding_model, embedded_at, edges_computed_at) "
-                "FROM STDIN WITH (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(
-                    ["uuid", "int4", "varchar", "text", "timestamptz", "timestamptz", "timestamptz"]
-                    + ["varchar", "varchar", "vector", "varchar", "timestamptz", "timestamptz"]
-                )
+            with cursor.copy(MEMORY_COPY_SQL) as copy:
+                copy.set_types(MEMORY_COPY_TYPES)
                 for row in batch:
                     title, body = text.memory()
                     sensitivity = "public" if shared[row] else "personal"
