@@ -48,7 +48,6 @@ from circles.selectors import (
     circle_members,
     circle_memory_get,
     circle_timeline,
-    memory_privacy_audit,
     memory_share_list,
     person_audience_consents,
 )
@@ -73,6 +72,7 @@ from circles.services import (
 from config.api_inputs import StrictCharField
 from config.api_outputs import results_of
 from config.limits import API_MAX_OFFSET
+from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.retrieval import MAX_LIMIT, circle_memory_search
 from memories.selectors import memory_get

@@ -18,10 +18,10 @@ from django.shortcuts import get_object_or_404
 from agents.models import Agent
 from circles.models import Circle, CircleInvite, CircleMembership, JoinRequest, JoinRequestStatus, MemoryShare
 from circles.services import NotConsented, share_blockers
-from memories.gate import agent_visible_memories, circle_members_who_would_see, circle_visible_memories
-from memories.models import Memory, ParticipantRole, Sensitivity
+from memories.gate import circle_members_who_would_see, circle_visible_memories, circles_agents_may_read
+from memories.gate_explain import member_reasons
+from memories.models import Memory
 from memories.retrieval import circle_memory_timeline
-from memories.selectors import memory_agent_visibility
 from people.models import (
     AGENTS_AUDIENCE,
     CIRCLE_AUDIENCE_PREFIX,
@@ -127,9 +127,8 @@ def circle_get_for_agent(*, agent, circle_id: object) -> Circle:
         uuid.UUID(str(circle_id))
     except ValueError:
         raise Http404("No such circle.") from None
-    return get_object_or_404(
-        circle_list_for_user(user=agent.owner).filter(agents_may_read=True), pk=circle_id
-    )
+    admitted = circles_agents_may_read(agent.owner_id).values("pk")
+    return get_object_or_404(circle_list_for_user(user=agent.owner).filter(pk__in=admitted), pk=circle_id)
 
 
 def memory_get_for_viewer(*, viewer: AbstractBaseUser, memory_id: object) -> tuple[Memory, list[Circle]]:
@@ -230,7 +229,13 @@ def memory_share_preview(
         if member.pk == memory.owner_id:
             previews.append(MemberPreview(user=member, sees=True, reasons=["you: the owner"], actions=[]))
             continue
-        reasons = [] if sees[member.pk] else _member_reasons(memory, circle, member, blockers=blockers)
+        reasons = (
+            []
+            if sees[member.pk]
+            else member_reasons(
+                memory, circle, member, blockers=[(item.person, item.status) for item in blockers]
+            )
+        )
         if not sees[member.pk] and not reasons:
             reasons = ["not shown in this circle"]
         previews.append(
@@ -317,116 +322,6 @@ def person_audience_consents(*, person: Person) -> list[AudienceConsent]:
             )
         )
     return result
-
-
-@dataclass
-class AuditEntry:
-    """One viewer's answer: may they see the memory, and why (or why not)."""
-
-    label: str
-    visible: bool
-    reasons: list[str] = field(default_factory=list)
-    user: AbstractBaseUser | None = None
-
-
-@dataclass
-class CircleAudit:
-    circle: Circle
-    members: list[AuditEntry]
-
-
-@dataclass
-class PrivacyAudit:
-    memory: Memory
-    owner: AuditEntry
-    agents: AuditEntry
-    circles: list[CircleAudit]
-
-
-def _member_reasons(
-    memory: Memory, circle: Circle, member: AbstractBaseUser, *, blockers: list[NotConsented] | None = None
-) -> list[str]:
-    """Why the gate says what it says for one member — explanation only; the yes/no is the gate's."""
-    if member.pk == memory.owner_id:
-        return ["owns it"]
-    if blockers is None:
-        blockers = share_blockers(memory=memory, circle=circle)
-    reasons = [
-        f"{item.person.display_name} has not consented for {circle.name} ({item.status})" for item in blockers
-    ]
-    about_member = memory.participants.filter(
-        role=ParticipantRole.SUBJECT, person__linked_user=member
-    ).exists()
-    if memory.sensitivity == Sensitivity.PERSONAL and not about_member:
-        reasons.append("personal and not about them: shown only to a member it is about")
-    elif memory.sensitivity == Sensitivity.SENSITIVE and not about_member:
-        reasons.append("sensitive: shown only to the member it is about, alone")
-    return reasons
-
-
-def memory_privacy_audit(*, memory: Memory) -> PrivacyAudit:
-    """Who can see this memory, and why: the owner, the owner's agents, each circle member by member.
-
-    Every yes/no is asked of the gate itself (the same SQL every surface uses); the
-    reasons only explain it.
-    """
-    agents_visible = agent_visible_memories(memory.owner_id).filter(pk=memory.pk).exists()
-    cleared_agents: list[str] = []
-    if not agents_visible and memory.sensitivity == Sensitivity.SENSITIVE:
-        # The same gate with the clearance the owner gave some agents for sensitive memories.
-        if agent_visible_memories(memory.owner_id, may_read_sensitive=True).filter(pk=memory.pk).exists():
-            cleared_agents = list(
-                Agent.objects.filter(owner_id=memory.owner_id, may_read_sensitive=True)
-                .order_by("name")
-                .values_list("name", flat=True)
-            )
-    visibility = memory_agent_visibility(memory)
-    agent_reasons = [
-        f"{person.display_name} has not consented ({person.consent_status})" for person in visibility.blockers
-    ]
-    if visibility.source_blocker is not None:
-        source = visibility.source_blocker
-        agent_reasons.append(
-            f"told by {source.display_name}, who has not consented ({source.consent_status})"
-        )
-    if visibility.self_withheld:
-        agent_reasons.append("no one else is in it and your own consent (Self) is not granted")
-    if visibility.expired:
-        agent_reasons.append("expired")
-    if visibility.superseded:
-        agent_reasons.append("replaced by a newer memory")
-    if visibility.sensitive:
-        agent_reasons.append(
-            "sensitive: only agents you allowed to read sensitive memories receive it"
-            + (f" ({', '.join(cleared_agents)})" if cleared_agents else "; none is allowed")
-        )
-    if agents_visible:
-        agent_reasons = ["everyone in it has consented for your agents"]
-    elif cleared_agents:
-        agents_visible = True
-    circles = []
-    for share in memory_share_list(memory=memory):
-        entries = []
-        for membership in circle_members(circle=share.circle):
-            member = membership.user
-            visible = circle_visible_memories(share.circle_id, [member.pk]).filter(pk=memory.pk).exists()
-            reasons = _member_reasons(memory, share.circle, member)
-            if visible and member.pk != memory.owner_id:
-                reasons = ["everyone in it has consented for this circle"]
-            elif not visible and not reasons:
-                reasons = ["not shown in this circle"]
-            entries.append(
-                AuditEntry(label=member.get_username(), visible=visible, reasons=reasons, user=member)
-            )
-        circles.append(CircleAudit(circle=share.circle, members=entries))
-    return PrivacyAudit(
-        memory=memory,
-        owner=AuditEntry(
-            label="You (the owner)", visible=True, reasons=["the owner always sees their memories"]
-        ),
-        agents=AuditEntry(label="Your agents", visible=agents_visible, reasons=agent_reasons),
-        circles=circles,
-    )
 
 
 def circles_shared_into(*, memory: Memory) -> list[Circle]:

@@ -39,6 +39,7 @@ from config.limits import MAX_PAGE
 from mail.forms import InvitationForm
 from mail.services import circle_invitation_deliver, invitation_recipient
 from mail.views import MAIL_RATE_LIMITED, mail_rate_limited, site_url
+from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory
 from memories.retrieval import circle_memory_search
 from memories.selectors import memory_get
@@ -560,7 +561,7 @@ def _share_panel_response(request: HttpRequest, memory: Memory, **extra) -> Http
     context = {
         "memory": memory,
         "rows": selectors.memory_share_panel(memory=memory, owner=request.user),
-        "audit": selectors.memory_privacy_audit(memory=memory),
+        "audit": memory_privacy_audit(memory=memory),
         "oob_audit": True,
         **extra,
     }

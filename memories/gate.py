@@ -26,8 +26,9 @@ The rules, in SPEC order:
    Members see expired and replaced memories, as entries of a shared journal.
    `person_may_see_memory` asks rules 1 and 3 of one memory in every circle it is in
    (who may receive its photos; agents never do).
-4. **An agent reading a circle** (`for_agent=True`: a member's agent, A2A; the
-   circle's agent in a private or the shared conversation): what rule 3 allows, minus
+4. **An agent reading a circle** (`for_agent=True`: a member's agent, A2A, only in a
+   circle its owner belongs to that lets members' agents read, `circles_agents_may_read`;
+   the circle's agent in a private or the shared conversation): what rule 3 allows, minus
    expired and replaced memories, `sensitive` ones only with the agent's clearance
    and a reply read alone — and **no agent is the owner**: the viewer's own memory
    passes only by rule 2 for that owner *and* its people's consent to the circle.
@@ -40,8 +41,9 @@ The rules, in SPEC order:
    reads their own chats whole; insights are the one exception (the generalisation
    checks, agents/proposals.py).
 
-The privacy audit ("who can see this, and why": circles.selectors.memory_privacy_audit)
-takes every yes/no from these functions; the maintained counts the search engine reads
+The privacy audit ("who can see this, and why") and the owner's badges are beside it
+(memories/gate_explain.py): the audit takes every yes/no from these functions, the badges
+are compared with them by the property tests; the maintained counts the search engine reads
 (MemoryGate.blocked_count, MemoryShare.blocked_count, kept by database triggers) are
 hints that may only narrow its candidates: every candidate still goes through the
 SQL here. memories/retrieval.py is the engine that searches inside these scopes.
@@ -455,6 +457,16 @@ def _circle_visible_built(
         else:
             conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)
+
+
+def circles_agents_may_read(owner_id: int) -> QuerySet:
+    """Rule 4's door for a member's agent (A2A): the circles its owner belongs to that let
+    members' agents read. Read fresh by every call: switching the setting off, or the
+    member leaving, shuts the door on the agent's next request."""
+    from circles.models import Circle, CircleMembership
+
+    membership = CircleMembership.objects.filter(circle_id=OuterRef("pk"), user_id=owner_id)
+    return Circle.objects.filter(Exists(membership), agents_may_read=True)
 
 
 def circle_members_who_would_see(

@@ -10,10 +10,10 @@ from django.db.models.functions import TruncDate
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from memories.lifecycle import expired_q, memory_is_expired
-from memories.models import Memory, MemoryParticipant, Sensitivity
+from memories.lifecycle import expired_q
+from memories.models import Memory, MemoryParticipant
 from memories.supersession import memory_supersession_chain
-from people.models import ConsentStatus, Person
+from people.models import Person
 
 
 @dataclass(frozen=True)
@@ -86,80 +86,6 @@ def memory_list(*, owner: AbstractBaseUser, filters: MemoryFilters | None = None
 def memory_get(*, owner: AbstractBaseUser, memory_id: object) -> Memory:
     """The owner's memory, or 404 — another owner's memory does not exist for you."""
     return get_object_or_404(_with_people(Memory.objects.filter(owner=owner), owner=owner), pk=memory_id)
-
-
-def memory_consent_blockers(memory: Memory) -> list[Person]:
-    """People in the memory whose consent is not granted (for the owner's badge).
-
-    Informational only: the agent-facing gate lives in SQL in the retrieval
-    selector. Uses the prefetched participants when present.
-    """
-    return [
-        participant.person
-        for participant in memory.participants.all()
-        if participant.person.consent_status != ConsentStatus.GRANTED
-    ]
-
-
-@dataclass(frozen=True)
-class AgentVisibility:
-    """Why the owner's agents cannot see a memory, for the owner's badges (informational).
-
-    Mirrors the rules of the gate in memories/retrieval.py (participants and
-    source person consented, not expired, not superseded); the gate itself stays
-    there, in SQL.
-    """
-
-    blockers: list[Person]
-    source_blocker: Person | None
-    expired: bool
-    superseded: bool
-    # No one is in the memory and the owner's Self is not granted (or missing):
-    # Self stands in as the participant of an untagged memory.
-    self_withheld: bool = False
-    # `sensitive`: withheld from every agent the owner has not cleared for sensitive memories
-    # (the gate's default, agent_visible_memories(may_read_sensitive=False)).
-    sensitive: bool = False
-
-    @property
-    def hidden(self) -> bool:
-        return bool(
-            self.blockers
-            or self.source_blocker
-            or self.expired
-            or self.superseded
-            or self.self_withheld
-            or self.sensitive
-        )
-
-
-def memory_agent_visibility(memory: Memory, *, now: datetime | None = None) -> AgentVisibility:
-    """Everything that keeps `memory` from agents. Uses the prefetched participants and source person."""
-    blockers = memory_consent_blockers(memory)
-    source = memory.source_person
-    source_blocker = None
-    # A source who is also a participant is already named among the blockers.
-    if source is not None and source.consent_status != ConsentStatus.GRANTED and source not in blockers:
-        source_blocker = source
-    return AgentVisibility(
-        blockers=blockers,
-        source_blocker=source_blocker,
-        expired=memory_is_expired(memory, now=now),
-        superseded=memory.superseded_by_id is not None,
-        self_withheld=not memory.participants.all() and _owner_self_status(memory) != ConsentStatus.GRANTED,
-        sensitive=memory.sensitivity == Sensitivity.SENSITIVE,
-    )
-
-
-def _owner_self_status(memory: Memory) -> str | None:
-    # memory_list / memory_get annotate it; other callers pay one small query.
-    if hasattr(memory, "owner_self_status"):
-        return memory.owner_self_status
-    return (
-        Person.objects.filter(owner_id=memory.owner_id, is_self=True)
-        .values_list("consent_status", flat=True)
-        .first()
-    )
 
 
 def memory_supersede_options(*, memory: Memory, query: str = "", limit: int = 30) -> list[Memory]:

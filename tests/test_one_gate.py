@@ -21,7 +21,7 @@ GATE = "memories/gate.py"
 
 # A query keyword that decides visibility: consent, sensitivity, expiry, shares, the counts.
 VISIBILITY_KEYWORD = re.compile(
-    r"(^|__)(consent_status|sensitivity|blocked_count|agents_open)(__|$)"
+    r"(^|__)(consent_status|sensitivity|blocked_count|agents_open|agents_may_read)(__|$)"
     r"|(^|__)expires_at__(gt|gte|lt|lte)$"
     r"|^(memory__)?shares__circle"
 )

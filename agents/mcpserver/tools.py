@@ -34,9 +34,9 @@ from agents.proposals import (
 )
 from agents.services import access_log_record
 from attachments.selectors import photo_count, photo_counts_attach
-from circles.selectors import memory_privacy_audit
 from config.limits import text_problem
 from insights.services import insight_check
+from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory
 from memories.retrieval import MAX_LIMIT, circle_memory_search, memory_search
 from people.models import Person

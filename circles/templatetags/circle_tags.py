@@ -14,10 +14,10 @@ from django.utils import timezone
 from circles.models import CircleInvite
 from circles.selectors import (
     consent_audience_labels,
-    memory_privacy_audit,
     memory_share_panel,
     person_audience_consents,
 )
+from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory
 from people.forms import ConsentForm
 from people.models import ConsentEvent, Person

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django import template
 
+from memories.gate_explain import AgentVisibility, memory_agent_visibility, memory_consent_blockers
 from memories.models import Memory
-from memories.selectors import AgentVisibility, memory_agent_visibility, memory_consent_blockers
 from people.models import Person
 
 register = template.Library()

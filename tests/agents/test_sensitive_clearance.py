@@ -148,7 +148,7 @@ def test_the_agents_page_names_where_sensitive_memories_would_go(
 
 
 def test_the_privacy_audit_names_the_agents_allowed_sensitive_memories(alice, caregiver, diagnosis):
-    from circles.selectors import memory_privacy_audit
+    from memories.gate_explain import memory_privacy_audit
 
     audit = memory_privacy_audit(memory=diagnosis)
     assert audit.agents.visible is False

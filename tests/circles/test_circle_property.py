@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 from accounts.models import TokenKind
 from accounts.services import access_token_create
 from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
-from circles.selectors import circle_timeline, memory_privacy_audit
+from circles.selectors import circle_timeline
 from circles.services import (
     ShareRefused,
     circle_create,
@@ -55,6 +55,7 @@ from circles.services import (
 )
 from memories import retrieval
 from memories.gate import circle_visible_memories
+from memories.gate_explain import memory_privacy_audit
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryParticipant
 from memories.retrieval import circle_memory_search
 from memories.search import settings as search_settings

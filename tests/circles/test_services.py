@@ -11,7 +11,6 @@ from django.db.utils import InternalError, ProgrammingError
 from django.utils import timezone
 
 from circles.models import MAX_MEMBERS, CircleMembership, JoinRequestStatus, MemoryShare
-from circles.selectors import memory_privacy_audit
 from circles.services import (
     InviteInvalid,
     ShareRefused,
@@ -26,6 +25,7 @@ from circles.services import (
     memory_share,
 )
 from memories.gate import circle_visible_memories
+from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory
 from memories.retrieval import circle_memory_search
 from memories.services import ParticipantSpec, memory_create

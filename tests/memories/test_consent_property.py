@@ -24,6 +24,7 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memories.gate_explain import memory_agent_visibility
 from memories.models import EMBEDDING_DIMENSIONS, Memory, MemoryEdge, MemoryGate, MemoryParticipant
 from memories.retrieval import (
     NO_CUTOFF,
@@ -33,7 +34,7 @@ from memories.retrieval import (
     memory_similar,
 )
 from memories.search import settings as search_settings
-from memories.selectors import MemoryFilters, memory_agent_visibility
+from memories.selectors import MemoryFilters
 from people.models import Person
 from tests.factories import UserFactory
 from tests.memories.consent_oracle import (
