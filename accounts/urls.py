@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from accounts import security_views, views
+from config.routes import object_paths
 
 urlpatterns = [
     path("signup/", views.signup, name="signup"),
@@ -33,7 +34,6 @@ urlpatterns = [
     ),
     path("security/passkeys/", security_views.passkey_register, name="passkey_register"),
     path("security/passkeys/<int:passkey_id>/delete/", security_views.passkey_delete, name="passkey_delete"),
-    path("sessions/", security_views.session_list, name="session_list"),
+    *object_paths(security_views, "session", ["list", "end"], prefix="sessions/"),
     path("sessions/others/end/", security_views.sessions_end_others, name="sessions_end_others"),
-    path("sessions/<uuid:session_id>/end/", security_views.session_end, name="session_end"),
 ]

@@ -3,14 +3,10 @@ from __future__ import annotations
 from django.urls import path
 
 from agents import proposal_views, views
+from config.routes import object_paths
 
 urlpatterns = [
-    path("", views.agent_list, name="agent_list"),
-    path("new/", views.agent_create, name="agent_create"),
-    path("<uuid:agent_id>/edit/", views.agent_edit, name="agent_edit"),
-    path("<uuid:agent_id>/delete/", views.agent_delete, name="agent_delete"),
-    path("<uuid:agent_id>/sensitive/", views.agent_sensitive, name="agent_sensitive"),
-    path("<uuid:agent_id>/chat/", views.agent_chat, name="agent_chat"),
+    *object_paths(views, "agent", ["list", "create", "edit", "delete", "sensitive", "chat"]),
     path("<uuid:agent_id>/chat/send/", views.agent_chat_send, name="agent_chat_send"),
     path("<uuid:agent_id>/chat/<uuid:conversation_id>/", views.agent_chat, name="agent_conversation"),
     path(
@@ -28,32 +24,12 @@ urlpatterns = [
         proposal_views.conversation_suggest_memories,
         name="conversation_suggest_memories",
     ),
-    path("proposals/", proposal_views.memory_proposal_list, name="memory_proposal_list"),
-    path(
-        "proposals/<uuid:proposal_id>/", proposal_views.memory_proposal_detail, name="memory_proposal_detail"
+    *object_paths(
+        proposal_views,
+        "memory_proposal",
+        ["list", "detail", "confirm", "edit", "dismiss"],
+        prefix="proposals/",
+        id_name="proposal_id",
     ),
-    path(
-        "proposals/<uuid:proposal_id>/confirm/",
-        proposal_views.memory_proposal_confirm,
-        name="memory_proposal_confirm",
-    ),
-    path(
-        "proposals/<uuid:proposal_id>/edit/", proposal_views.memory_proposal_edit, name="memory_proposal_edit"
-    ),
-    path(
-        "proposals/<uuid:proposal_id>/dismiss/",
-        proposal_views.memory_proposal_dismiss,
-        name="memory_proposal_dismiss",
-    ),
-    path("consent-requests/new/", views.consent_request_create, name="consent_request_create"),
-    path(
-        "consent-requests/<uuid:consent_request_id>/approve/",
-        views.consent_request_approve,
-        name="consent_request_approve",
-    ),
-    path(
-        "consent-requests/<uuid:consent_request_id>/dismiss/",
-        views.consent_request_dismiss,
-        name="consent_request_dismiss",
-    ),
+    *object_paths(views, "consent_request", ["create", "approve", "dismiss"], prefix="consent-requests/"),
 ]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from attachments import views
+from config.routes import object_paths
 
 urlpatterns = [
     path("<uuid:attachment_id>/", views.attachment_file, {"variant": "display"}, name="attachment_display"),
@@ -12,7 +13,5 @@ urlpatterns = [
         {"variant": "thumbnail"},
         name="attachment_thumbnail",
     ),
-    path("<uuid:attachment_id>/original/", views.attachment_original, name="attachment_original"),
-    path("<uuid:attachment_id>/caption/", views.attachment_caption, name="attachment_caption"),
-    path("<uuid:attachment_id>/delete/", views.attachment_delete, name="attachment_delete"),
+    *object_paths(views, "attachment", ["original", "caption", "delete"]),
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from config.routes import object_paths
 from linked import views
 
 urlpatterns = [
@@ -36,14 +37,11 @@ urlpatterns = [
         views.my_consents_revoke_all,
         name="my_consents_revoke_all",
     ),
-    path(
-        "me/consents/requests/<uuid:consent_request_id>/grant/",
-        views.my_consent_request_grant,
-        name="my_consent_request_grant",
-    ),
-    path(
-        "me/consents/requests/<uuid:consent_request_id>/dismiss/",
-        views.my_consent_request_dismiss,
-        name="my_consent_request_dismiss",
+    *object_paths(
+        views,
+        "my_consent_request",
+        ["grant", "dismiss"],
+        prefix="me/consents/requests/",
+        id_name="consent_request_id",
     ),
 ]

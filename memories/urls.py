@@ -2,17 +2,15 @@ from __future__ import annotations
 
 from django.urls import path
 
+from config.routes import object_paths
 from memories import views
 
 urlpatterns = [
     path("", views.timeline, name="timeline"),
     path("calendar/", views.memory_calendar, name="memory_calendar"),
     path("on-this-day/", views.memory_on_this_day, name="memory_on_this_day"),
-    path("memories/new/", views.memory_create, name="memory_create"),
+    *object_paths(views, "memory", ["create", "detail", "edit", "delete"], prefix="memories/"),
     path("memories/people-row/", views.memory_participant_row, name="memory_participant_row"),
-    path("memories/<uuid:memory_id>/", views.memory_detail, name="memory_detail"),
-    path("memories/<uuid:memory_id>/edit/", views.memory_edit, name="memory_edit"),
-    path("memories/<uuid:memory_id>/delete/", views.memory_delete, name="memory_delete"),
     path(
         "memories/<uuid:memory_id>/replaces/", views.memory_supersede_options, name="memory_supersede_options"
     ),

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from accounts import views as account_views
+from config.routes import object_paths
 from portability import views
 
 urlpatterns = [
@@ -10,8 +11,7 @@ urlpatterns = [
     path("export/keepsake.json", views.export_json, name="export_json"),
     path("export/memories.zip", views.export_markdown, name="export_markdown"),
     path("import/", views.import_upload, name="import_upload"),
-    path("imports/<uuid:job_id>/", views.import_job_detail, name="import_job_detail"),
-    path("imports/<uuid:job_id>/resume/", views.import_job_resume, name="import_job_resume"),
+    *object_paths(views, "import_job", ["detail", "resume"], prefix="imports/", id_name="job_id"),
     path("delete-account/", views.account_delete, name="account_delete"),
     path("tokens/", account_views.token_list, name="token_list"),
     path("tokens/<uuid:token_id>/revoke/", account_views.token_revoke, name="token_revoke"),
