@@ -70,75 +70,61 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     return defaults.bad_request(request, exception)
 
 
-v1_patterns = [
-    path("people/", PersonListApi.as_view(), name="api-people"),
-    path("people/<uuid:person_id>/", PersonDetailApi.as_view(), name="api-person"),
-    path("people/<uuid:person_id>/consent/", PersonConsentApi.as_view(), name="api-person-consent"),
+# One list per resource, included under its id: the routes below an id read from that id on.
+person_patterns = [
+    path("", PersonDetailApi.as_view(), name="api-person"),
+    path("consent/", PersonConsentApi.as_view(), name="api-person-consent"),
+    path("consent-events/", PersonConsentEventListApi.as_view(), name="api-person-consent-events"),
+    path("consents/", PersonAudienceConsentsApi.as_view(), name="api-person-consents"),
+]
+memory_patterns = [
+    path("", MemoryDetailApi.as_view(), name="api-memory"),
+    path("similar/", MemorySimilarApi.as_view(), name="api-memory-similar"),
+    path("photos/", MemoryPhotoListApi.as_view(), name="api-memory-photos"),
+    path("shares/", MemoryShareListApi.as_view(), name="api-memory-shares"),
+    path("shares/<uuid:circle_id>/", MemoryShareDetailApi.as_view(), name="api-memory-share"),
+    path("audit/", MemoryAuditApi.as_view(), name="api-memory-audit"),
+]
+circle_patterns = [
+    path("", CircleDetailApi.as_view(), name="api-circle"),
+    path("members/", CircleMemberListApi.as_view(), name="api-circle-members"),
+    path("members/<int:user_id>/", CircleMemberDetailApi.as_view(), name="api-circle-member"),
+    path("invites/", CircleInviteListApi.as_view(), name="api-circle-invites"),
+    path("invites/<uuid:invite_id>/", CircleInviteDetailApi.as_view(), name="api-circle-invite"),
+    path("requests/", CircleJoinRequestListApi.as_view(), name="api-circle-requests"),
     path(
-        "people/<uuid:person_id>/consent-events/",
-        PersonConsentEventListApi.as_view(),
-        name="api-person-consent-events",
-    ),
-    path("", include("linked.api_urls")),
-    path(
-        "people/<uuid:person_id>/consents/", PersonAudienceConsentsApi.as_view(), name="api-person-consents"
-    ),
-    path("memories/", MemoryListApi.as_view(), name="api-memories"),
-    path("memories/search/", MemorySearchApi.as_view(), name="api-memory-search"),
-    path("memories/<uuid:memory_id>/", MemoryDetailApi.as_view(), name="api-memory"),
-    path("memories/<uuid:memory_id>/similar/", MemorySimilarApi.as_view(), name="api-memory-similar"),
-    path("memories/<uuid:memory_id>/photos/", MemoryPhotoListApi.as_view(), name="api-memory-photos"),
-    path("photos/<uuid:photo_id>/", PhotoDetailApi.as_view(), name="api-photo"),
-    path("photos/<uuid:photo_id>/file/", PhotoFileApi.as_view(), name="api-photo-file"),
-    path("memories/<uuid:memory_id>/shares/", MemoryShareListApi.as_view(), name="api-memory-shares"),
-    path(
-        "memories/<uuid:memory_id>/shares/<uuid:circle_id>/",
-        MemoryShareDetailApi.as_view(),
-        name="api-memory-share",
-    ),
-    path("memories/<uuid:memory_id>/audit/", MemoryAuditApi.as_view(), name="api-memory-audit"),
-    path("circles/", CircleListApi.as_view(), name="api-circles"),
-    path("circles/<uuid:circle_id>/", CircleDetailApi.as_view(), name="api-circle"),
-    path("circles/<uuid:circle_id>/members/", CircleMemberListApi.as_view(), name="api-circle-members"),
-    path(
-        "circles/<uuid:circle_id>/members/<int:user_id>/",
-        CircleMemberDetailApi.as_view(),
-        name="api-circle-member",
-    ),
-    path("circles/<uuid:circle_id>/invites/", CircleInviteListApi.as_view(), name="api-circle-invites"),
-    path(
-        "circles/<uuid:circle_id>/invites/<uuid:invite_id>/",
-        CircleInviteDetailApi.as_view(),
-        name="api-circle-invite",
-    ),
-    path(
-        "circles/<uuid:circle_id>/requests/", CircleJoinRequestListApi.as_view(), name="api-circle-requests"
-    ),
-    path(
-        "circles/<uuid:circle_id>/requests/<uuid:request_id>/approve/",
+        "requests/<uuid:request_id>/approve/",
         CircleJoinRequestApproveApi.as_view(),
         name="api-circle-request-approve",
     ),
     path(
-        "circles/<uuid:circle_id>/requests/<uuid:request_id>/decline/",
+        "requests/<uuid:request_id>/decline/",
         CircleJoinRequestDeclineApi.as_view(),
         name="api-circle-request-decline",
     ),
-    path("circles/<uuid:circle_id>/memories/", CircleMemoryListApi.as_view(), name="api-circle-memories"),
-    path(
-        "circles/<uuid:circle_id>/memories/<uuid:memory_id>/",
-        CircleMemoryDetailApi.as_view(),
-        name="api-circle-memory",
-    ),
+    path("memories/", CircleMemoryListApi.as_view(), name="api-circle-memories"),
+    path("memories/<uuid:memory_id>/", CircleMemoryDetailApi.as_view(), name="api-circle-memory"),
+]
+agent_patterns = [
+    path("", AgentDetailApi.as_view(), name="api-agent"),
+    path("chat/", AgentChatApi.as_view(), name="api-agent-chat"),
+    path("consent-requests/", AgentConsentRequestApi.as_view(), name="api-agent-consent-requests"),
+]
+
+v1_patterns = [
+    path("people/", PersonListApi.as_view(), name="api-people"),
+    path("people/<uuid:person_id>/", include(person_patterns)),
+    path("", include("linked.api_urls")),
+    path("memories/", MemoryListApi.as_view(), name="api-memories"),
+    path("memories/search/", MemorySearchApi.as_view(), name="api-memory-search"),
+    path("memories/<uuid:memory_id>/", include(memory_patterns)),
+    path("photos/<uuid:photo_id>/", PhotoDetailApi.as_view(), name="api-photo"),
+    path("photos/<uuid:photo_id>/file/", PhotoFileApi.as_view(), name="api-photo-file"),
+    path("circles/", CircleListApi.as_view(), name="api-circles"),
+    path("circles/<uuid:circle_id>/", include(circle_patterns)),
     path("invites/<str:token>/accept/", InviteAcceptApi.as_view(), name="api-invite-accept"),
     path("agents/", AgentListApi.as_view(), name="api-agents"),
-    path("agents/<uuid:agent_id>/", AgentDetailApi.as_view(), name="api-agent"),
-    path("agents/<uuid:agent_id>/chat/", AgentChatApi.as_view(), name="api-agent-chat"),
-    path(
-        "agents/<uuid:agent_id>/consent-requests/",
-        AgentConsentRequestApi.as_view(),
-        name="api-agent-consent-requests",
-    ),
+    path("agents/<uuid:agent_id>/", include(agent_patterns)),
     path("tokens/", TokenListApi.as_view(), name="api-tokens"),
     path("tokens/<uuid:token_id>/revoke/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("export/", include("portability.api_urls")),
