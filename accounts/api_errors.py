@@ -40,6 +40,10 @@ def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(ErrorSerializer, description=description)
 
 
+# What every API that agent tokens may only read answers them for a write.
+AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
+
+
 # A 400 body maps each field (or "non_field_errors") to its messages.
 VALIDATION_ERROR = OpenApiResponse(
     {"type": "object", "additionalProperties": True},

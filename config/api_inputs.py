@@ -102,3 +102,9 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("not_a_boolean", input_type=type(data).__name__)
         return data
+
+
+def validated(serializer: serializers.Serializer) -> dict:
+    """The serializer's validated data; invalid input raises DRF's ValidationError (a 400)."""
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

@@ -19,12 +19,13 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
-from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
 from agents.models import AccessSurface
 from agents.services import access_log_record
 from attachments.selectors import photo_count, photo_counts_attach
-from config.api_inputs import StrictCharField
+from config.api_inputs import StrictCharField, validated
+from config.api_views import ReplaceOrChangeApi, replace_or_change_schema
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
@@ -36,7 +37,6 @@ from people.selectors import person_list, person_list_for_agents
 
 PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 NOT_FOUND = error_response("Unknown memory (or another owner's, or hidden from this agent).")
-AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
 # Left out or null: memory_create / memory_update work it out from the text, the one
 # inference path the web form's "Work it out" uses too (memories.lifecycle). A value given is kept.
 KIND_HELP = "Left out or null: worked out from the text, exactly as the web form does."
@@ -191,6 +191,21 @@ def _search_results(hits: list, *, scores: bool) -> list[dict]:
 
 
 # --- Input helpers ----------------------------------------------------------------
+def _worked_out_choice(choices: list, help_text: str) -> serializers.ChoiceField:
+    """A kind or sensitivity: a value given is kept; left out or null, memory_create / memory_update
+    work it out from the text."""
+    return serializers.ChoiceField(
+        choices=choices, required=False, allow_null=True, default=None, help_text=help_text
+    )
+
+
+# The text of a memory as a create or an update takes it (each names its own schema; no docstring:
+# drf-spectacular would print it as the schema's description).
+class MemoryTextInputSerializer(serializers.Serializer):
+    body = StrictCharField(max_length=MEMORY_BODY_MAX_LENGTH)
+    title = StrictCharField(max_length=MEMORY_TITLE_MAX_LENGTH, allow_blank=True, required=False, default="")
+
+
 class ParticipantInputSerializer(serializers.Serializer):
     person = serializers.UUIDField()
     role = serializers.ChoiceField(choices=ParticipantRole.choices, default=ParticipantRole.SUBJECT)
@@ -331,24 +346,12 @@ class MemoryListApi(APIView):
         class Meta:
             ref_name = "MemoryPage"
 
-    class InputSerializer(serializers.Serializer):
-        body = StrictCharField(max_length=MEMORY_BODY_MAX_LENGTH)
-        title = StrictCharField(
-            max_length=MEMORY_TITLE_MAX_LENGTH, allow_blank=True, required=False, default=""
-        )
+    class InputSerializer(MemoryTextInputSerializer):
         occurred_at = serializers.DateTimeField(
             required=False, allow_null=True, default=None, help_text="When it happened; defaults to now."
         )
-        kind = serializers.ChoiceField(
-            choices=MemoryKind.choices, required=False, allow_null=True, default=None, help_text=KIND_HELP
-        )
-        sensitivity = serializers.ChoiceField(
-            choices=Sensitivity.choices,
-            required=False,
-            allow_null=True,
-            default=None,
-            help_text=SENSITIVITY_HELP,
-        )
+        kind = _worked_out_choice(MemoryKind.choices, KIND_HELP)
+        sensitivity = _worked_out_choice(Sensitivity.choices, SENSITIVITY_HELP)
         source_person = serializers.UUIDField(
             required=False, allow_null=True, default=None, help_text="Who told me; null = I saw it myself."
         )
@@ -364,9 +367,7 @@ class MemoryListApi(APIView):
         responses={200: OutputSerializer, 400: VALIDATION_ERROR},
     )
     def get(self, request: Request) -> Response:
-        params = self.FilterSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        data = params.validated_data
+        data = validated(self.FilterSerializer(data=request.query_params))
         person = _filter_person(request, data["person"]) if "person" in data else None
         filters = MemoryFilters(
             person=person, kind=data.get("kind"), date_from=data.get("date_from"), date_to=data.get("date_to")
@@ -409,9 +410,7 @@ class MemoryListApi(APIView):
         responses={201: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer(data=request.data))
         memory = memory_create(
             owner=request.user,
             body=data["body"],
@@ -432,27 +431,22 @@ class MemoryListApi(APIView):
         )
 
 
+@replace_or_change_schema(
+    "memories",
+    "Replace a memory and its participants",
+    "Change part of a memory; participants, when given, replace the whole set",
+    ok=MemoryOutputSerializer,
+    errors={400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+)
 @extend_schema(tags=["memories"])
-class MemoryDetailApi(APIView):
+class MemoryDetailApi(ReplaceOrChangeApi):
     permission_classes = PERMISSIONS
 
-    class InputSerializer(serializers.Serializer):
-        body = StrictCharField(max_length=MEMORY_BODY_MAX_LENGTH)
-        title = StrictCharField(
-            max_length=MEMORY_TITLE_MAX_LENGTH, allow_blank=True, required=False, default=""
-        )
+    class InputSerializer(MemoryTextInputSerializer):
         occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
         # PUT without them (or null) works them out from the new text; PATCH without them keeps them.
-        kind = serializers.ChoiceField(
-            choices=MemoryKind.choices, required=False, allow_null=True, default=None, help_text=KIND_HELP
-        )
-        sensitivity = serializers.ChoiceField(
-            choices=Sensitivity.choices,
-            required=False,
-            allow_null=True,
-            default=None,
-            help_text=SENSITIVITY_HELP,
-        )
+        kind = _worked_out_choice(MemoryKind.choices, KIND_HELP)
+        sensitivity = _worked_out_choice(Sensitivity.choices, SENSITIVITY_HELP)
         source_person = serializers.UUIDField(required=False, allow_null=True, default=None)
         # Required on PUT: silently dropping participants would widen what agents may see.
         participants = ParticipantInputSerializer(
@@ -472,11 +466,9 @@ class MemoryDetailApi(APIView):
         _log_agent_access(request, [memory])
         return Response(MemoryOutputSerializer(memory).data)
 
-    def _update(self, request: Request, memory_id, *, partial: bool) -> Response:
+    def update(self, request: Request, *, partial: bool, memory_id) -> Response:
         memory = memory_get(owner=request.user, memory_id=memory_id)
-        serializer = self.InputSerializer(data=request.data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer(data=request.data, partial=partial))
         participants = None
         if "participants" in data:
             participants = _participant_specs(request, data["participants"])
@@ -495,24 +487,6 @@ class MemoryDetailApi(APIView):
         )
         memory = memory_get(owner=request.user, memory_id=memory.pk)
         return Response(MemoryOutputSerializer(memory).data)
-
-    @extend_schema(
-        operation_id="memories_update",
-        summary="Replace a memory and its participants",
-        request=InputSerializer,
-        responses={200: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
-    )
-    def put(self, request: Request, memory_id) -> Response:
-        return self._update(request, memory_id, partial=False)
-
-    @extend_schema(
-        operation_id="memories_partial_update",
-        summary="Change part of a memory; participants, when given, replace the whole set",
-        request=InputSerializer(partial=True),
-        responses={200: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
-    )
-    def patch(self, request: Request, memory_id) -> Response:
-        return self._update(request, memory_id, partial=True)
 
     @extend_schema(
         operation_id="memories_destroy",
@@ -539,6 +513,22 @@ class RetrievalParamsSerializer(serializers.Serializer):
         ref_name = "RetrievalParams"
 
 
+def _retrieval_options(request: Request, params: dict) -> dict:
+    """How a search or a similar-memories read asks: gated for agents, their clearance, the limit."""
+    return {
+        "respect_consent": _respect_consent(request, params["respect_consent"]),
+        "limit": params["limit"],
+        "may_read_sensitive": _may_read_sensitive(request),
+    }
+
+
+def _retrieval_response(request: Request, hits: list, params: dict, options: dict) -> Response:
+    """The answer to a search or a similar-memories read (the hits recorded when an agent reads them)."""
+    _log_agent_access(request, [hit.memory for hit in hits])
+    results = _search_results(hits, scores=params["scores"])
+    return Response({"results": results, "consent_gated": options["respect_consent"]})
+
+
 @extend_schema(tags=["memories"])
 class MemorySearchApi(APIView):
     class ParamsSerializer(RetrievalParamsSerializer):
@@ -559,19 +549,11 @@ class MemorySearchApi(APIView):
         responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR},
     )
     def get(self, request: Request) -> Response:
-        params = self.ParamsSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
-        hits = memory_search(
-            request.user,
-            params.validated_data["q"],
-            respect_consent=respect_consent,
-            limit=params.validated_data["limit"],
-            may_read_sensitive=_may_read_sensitive(request),
+        params = validated(self.ParamsSerializer(data=request.query_params))
+        options = _retrieval_options(request, params)
+        return _retrieval_response(
+            request, memory_search(request.user, params["q"], **options), params, options
         )
-        _log_agent_access(request, [hit.memory for hit in hits])
-        results = _search_results(hits, scores=params.validated_data["scores"])
-        return Response({"results": results, "consent_gated": respect_consent})
 
 
 @extend_schema(tags=["memories"])
@@ -584,15 +566,6 @@ class MemorySimilarApi(APIView):
     )
     def get(self, request: Request, memory_id) -> Response:
         memory = _visible_memory(request, memory_id)
-        params = RetrievalParamsSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        respect_consent = _respect_consent(request, params.validated_data["respect_consent"])
-        hits = memory_similar(
-            memory,
-            respect_consent=respect_consent,
-            limit=params.validated_data["limit"],
-            may_read_sensitive=_may_read_sensitive(request),
-        )
-        _log_agent_access(request, [hit.memory for hit in hits])
-        results = _search_results(hits, scores=params.validated_data["scores"])
-        return Response({"results": results, "consent_gated": respect_consent})
+        params = validated(RetrievalParamsSerializer(data=request.query_params))
+        options = _retrieval_options(request, params)
+        return _retrieval_response(request, memory_similar(memory, **options), params, options)

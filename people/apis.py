@@ -17,12 +17,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
-from config.api_inputs import StrictCharField
+from config.api_inputs import StrictCharField, validated
+from config.api_views import ReplaceOrChangeApi, replace_or_change_schema
 from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
-from people.models import ConsentStatus, ConsentSurface, Person, PersonKind
+from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person, PersonKind
 from people.selectors import (
     person_consent_events,
     person_get,
@@ -42,7 +43,6 @@ from people.services import (
 PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 
 NOT_FOUND = error_response("Unknown person (or another owner's, or hidden from this agent).")
-AGENT_FORBIDDEN = error_response("Agent tokens cannot write.")
 
 
 class BirthdayField(StrictCharField):
@@ -167,14 +167,19 @@ class PersonListApi(APIView):
         responses={201: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        person = person_create(owner=request.user, **serializer.validated_data)
+        person = person_create(owner=request.user, **validated(self.InputSerializer(data=request.data)))
         return Response(person_output(person, for_agent=False), status=status.HTTP_201_CREATED)
 
 
+@replace_or_change_schema(
+    "people",
+    "Replace a person's details (consent is changed with the consent endpoint)",
+    "Change some of a person's details",
+    ok=PersonOutputSerializer,
+    errors={400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
+)
 @extend_schema(tags=["people"])
-class PersonDetailApi(APIView):
+class PersonDetailApi(ReplaceOrChangeApi):
     permission_classes = PERMISSIONS
 
     class InputSerializer(PersonInputSerializer):
@@ -193,11 +198,9 @@ class PersonDetailApi(APIView):
         person = person_get(owner=request.user, person_id=person_id)
         return Response(person_output(person, for_agent=False))
 
-    def _update(self, request: Request, person_id, *, partial: bool) -> Response:
+    def update(self, request: Request, *, partial: bool, person_id) -> Response:
         person = person_get(owner=request.user, person_id=person_id)
-        serializer = self.InputSerializer(data=request.data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer(data=request.data, partial=partial))
         person = person_update(
             person=person,
             display_name=data.get("display_name", person.display_name),
@@ -208,24 +211,6 @@ class PersonDetailApi(APIView):
             birthday=data.get("birthday", person.birthday),
         )
         return Response(person_output(person, for_agent=False))
-
-    @extend_schema(
-        operation_id="people_update",
-        summary="Replace a person's details (consent is changed with the consent endpoint)",
-        request=InputSerializer,
-        responses={200: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
-    )
-    def put(self, request: Request, person_id) -> Response:
-        return self._update(request, person_id, partial=False)
-
-    @extend_schema(
-        operation_id="people_partial_update",
-        summary="Change some of a person's details",
-        request=InputSerializer(partial=True),
-        responses={200: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
-    )
-    def patch(self, request: Request, person_id) -> Response:
-        return self._update(request, person_id, partial=True)
 
     @extend_schema(
         operation_id="people_destroy",
@@ -263,6 +248,21 @@ class ConsentEventOutputSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "ConsentEvent"
+
+
+def consent_set_from_api(
+    request: Request, person: Person, change: dict, **scope: object
+) -> ConsentEvent | None:
+    """person_set_consent as every consent endpoint of the API asks it: `change`'s status and reason,
+    set by the caller, recorded with surface “api”. `scope`: the audience; who decides, if not the owner."""
+    return person_set_consent(
+        person=person,
+        status=change["status"],
+        reason=change["reason"],
+        actor=request.user,
+        surface=ConsentSurface.API,
+        **scope,
+    )
 
 
 def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
@@ -303,15 +303,7 @@ class PersonConsentApi(APIView):
     )
     def post(self, request: Request, person_id) -> Response:
         person = person_get(owner=request.user, person_id=person_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        event = person_set_consent(
-            person=person,
-            status=serializer.validated_data["status"],
-            reason=serializer.validated_data["reason"],
-            actor=request.user,
-            surface=ConsentSurface.API,
-        )
+        event = consent_set_from_api(request, person, validated(self.InputSerializer(data=request.data)))
         return Response(
             {
                 "person": person_output(person, for_agent=False),

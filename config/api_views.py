@@ -1,0 +1,49 @@
+"""View shapes several APIs share (one place each, however many resources use them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+
+# PUT replaces a resource (its whole InputSerializer), PATCH changes the fields it is given:
+# `update(request, partial=..., **ids)` answers both, with the ids from the URL. (No docstring:
+# drf-spectacular would print it on every operation of every view built on it.)
+class ReplaceOrChangeApi(APIView):
+    InputSerializer: type[serializers.Serializer]
+
+    def put(self, request: Request, **ids: object) -> Response:
+        return self.update(request, partial=False, **ids)
+
+    def patch(self, request: Request, **ids: object) -> Response:
+        return self.update(request, partial=True, **ids)
+
+    def update(self, request: Request, *, partial: bool, **ids: object) -> Response:
+        raise NotImplementedError
+
+
+def replace_or_change_schema(
+    operation: str, replace: str, change: str, *, ok: type[serializers.Serializer], errors: dict
+) -> Callable[[type[ReplaceOrChangeApi]], type[ReplaceOrChangeApi]]:
+    """Documents a ReplaceOrChangeApi's PUT (`<operation>_update`, summary `replace`) and PATCH
+    (`<operation>_partial_update`, summary `change`): the view's InputSerializer, whole or in part;
+    the changed resource (`ok`) or the same `errors`."""
+
+    def document(view: type[ReplaceOrChangeApi]) -> type[ReplaceOrChangeApi]:
+        def method(name: str, summary: str, body: serializers.Serializer | type) -> Callable:
+            responses: dict[int, OpenApiResponse | type] = {200: ok, **errors}
+            return extend_schema(
+                operation_id=f"{operation}_{name}", summary=summary, request=body, responses=responses
+            )
+
+        return extend_schema_view(
+            put=method("update", replace, view.InputSerializer),
+            patch=method("partial_update", change, view.InputSerializer(partial=True)),
+        )(view)
+
+    return document
