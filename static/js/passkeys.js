@@ -65,6 +65,17 @@
     return (error && error.message) || "Something went wrong. Try again.";
   };
 
+  // A new or used passkey as the server reads it (WebAuthn's PublicKeyCredential JSON):
+  // the same frame both ways, with the response's own fields after clientDataJSON.
+  const credentialJson = (credential, response) => ({
+    id: credential.id,
+    rawId: toBase64url(credential.rawId),
+    type: credential.type,
+    response: { clientDataJSON: toBase64url(credential.response.clientDataJSON), ...response },
+    clientExtensionResults: credential.getClientExtensionResults(),
+    authenticatorAttachment: credential.authenticatorAttachment || undefined,
+  });
+
   // --- Registration (Security page) ------------------------------------------------------
   const creationOptions = (options) => ({
     ...options,
@@ -73,18 +84,11 @@
     excludeCredentials: (options.excludeCredentials || []).map((c) => ({ ...c, id: toBuffer(c.id) })),
   });
 
-  const registrationJson = (credential) => ({
-    id: credential.id,
-    rawId: toBase64url(credential.rawId),
-    type: credential.type,
-    response: {
-      clientDataJSON: toBase64url(credential.response.clientDataJSON),
+  const registrationJson = (credential) =>
+    credentialJson(credential, {
       attestationObject: toBase64url(credential.response.attestationObject),
       transports: credential.response.getTransports ? credential.response.getTransports() : [],
-    },
-    clientExtensionResults: credential.getClientExtensionResults(),
-    authenticatorAttachment: credential.authenticatorAttachment || undefined,
-  });
+    });
 
   const setUpRegistration = (form) => {
     const status = form.querySelector("[data-passkey-status]");
@@ -125,19 +129,12 @@
     allowCredentials: (options.allowCredentials || []).map((c) => ({ ...c, id: toBuffer(c.id) })),
   });
 
-  const assertionJson = (credential) => ({
-    id: credential.id,
-    rawId: toBase64url(credential.rawId),
-    type: credential.type,
-    response: {
-      clientDataJSON: toBase64url(credential.response.clientDataJSON),
+  const assertionJson = (credential) =>
+    credentialJson(credential, {
       authenticatorData: toBase64url(credential.response.authenticatorData),
       signature: toBase64url(credential.response.signature),
       userHandle: credential.response.userHandle ? toBase64url(credential.response.userHandle) : null,
-    },
-    clientExtensionResults: credential.getClientExtensionResults(),
-    authenticatorAttachment: credential.authenticatorAttachment || undefined,
-  });
+    });
 
   const setUpSignIn = (box) => {
     if (!supported()) return;
