@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-import uuid
-
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+from config.models import UUIDModel, owner_key
 
 
 class TokenKind(models.TextChoices):
@@ -12,7 +11,7 @@ class TokenKind(models.TextChoices):
     AGENT = "agent", "Agent"
 
 
-class AccessToken(models.Model):
+class AccessToken(UUIDModel):
     """A bearer token for the API (and MCP).
 
     Only the prefix is stored readable; the secret is kept as a SHA-256 hash, so
@@ -20,10 +19,7 @@ class AccessToken(models.Model):
     token to one of the owner's agents: every read it makes is consent-gated.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="access_tokens"
-    )
+    owner = owner_key("access_tokens")
     kind = models.CharField(max_length=10, choices=TokenKind.choices)
     # Deleting an agent must take its tokens with it, never leave an unbound one.
     agent = models.ForeignKey(
@@ -72,9 +68,7 @@ class RecoveryCode(models.Model):
     `used_at` is set by a conditional UPDATE, so two requests can never both use one.
     """
 
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="recovery_codes"
-    )
+    owner = owner_key("recovery_codes")
     code_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
     used_at = models.DateTimeField(null=True, blank=True)
@@ -91,7 +85,7 @@ class RecoveryCode(models.Model):
 class Passkey(models.Model):
     """A WebAuthn credential (a passkey) the owner registered: its id, public key and counter."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="passkeys")
+    owner = owner_key("passkeys")
     name = models.CharField(max_length=60)
     credential_id = models.BinaryField(max_length=1023, unique=True)
     public_key = models.BinaryField()
@@ -109,7 +103,7 @@ class Passkey(models.Model):
         return f"passkey {self.name!r} of {self.owner_id}"
 
 
-class SignedInSession(models.Model):
+class SignedInSession(UUIDModel):
     """One signed-in browser: the Sessions page's row, keyed by the session it describes.
 
     Small on purpose: the device is a few words read from the User-Agent, and
@@ -117,12 +111,9 @@ class SignedInSession(models.Model):
     Signing a browser out deletes its session from the session store and this row.
     """
 
-    # The page names a browser by `id`, never by its session key: the key is a bearer secret.
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The page names a browser by `id` (UUIDModel), never by this key: the key is a bearer secret.
     session_key = models.CharField(max_length=40, unique=True)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="signed_in_sessions"
-    )
+    owner = owner_key("signed_in_sessions")
     device = models.CharField(max_length=100)
     address = models.GenericIPAddressField(null=True, blank=True)
     # How this browser signed in: "password", "password and authenticator code", "passkey", ...

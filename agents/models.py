@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from config.models import UUIDModel, owner_key
 from memories.models import MemoryKind, Sensitivity
 
 
@@ -17,11 +16,10 @@ class AgentRole(models.TextChoices):
     CUSTOM = "custom", "Custom"
 
 
-class Agent(models.Model):
+class Agent(UUIDModel):
     """One of the owner's AI agents. Agents only ever read consent-gated memories."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agents")
+    owner = owner_key("agents")
     name = models.CharField(max_length=100)
     role = models.CharField(max_length=20, choices=AgentRole.choices, default=AgentRole.CUSTOM)
     instructions = models.TextField(blank=True)
@@ -39,13 +37,10 @@ class Agent(models.Model):
         return self.name
 
 
-class Conversation(models.Model):
+class Conversation(UUIDModel):
     """One chat thread between the owner and one of their agents."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
-    )
+    owner = owner_key("conversations")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -67,8 +62,7 @@ class MessageRole(models.TextChoices):
     ASSISTANT = "assistant", "Assistant"
 
 
-class Message(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+class Message(UUIDModel):
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     content = models.TextField()
@@ -105,7 +99,7 @@ class AccessSurface(models.TextChoices):
 class AccessLog(models.Model):
     """One memory handed to an agent (or viewer) on one surface. Append-only."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="access_logs")
     surface = models.CharField(max_length=10, choices=AccessSurface.choices)
     # SET_NULL plus a name snapshot: deleting a custom agent must not erase who saw what.
@@ -132,11 +126,10 @@ class ConsentRequestStatus(models.TextChoices):
     DISMISSED = "dismissed", "Dismissed"
 
 
-class ConsentRequest(models.Model):
+class ConsentRequest(UUIDModel):
     """An agent's suggestion that the owner ask a person for consent. Only the owner acts on it."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     person = models.ForeignKey("people.Person", on_delete=models.CASCADE, related_name="consent_requests")
     agent = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="consent_requests"
@@ -184,7 +177,7 @@ class ProposalSurface(models.TextChoices):
     TASK = "task", "From a finished conversation"
 
 
-class MemoryProposal(models.Model):
+class MemoryProposal(UUIDModel):
     """A memory one of the owner's agents suggests keeping. Nothing is saved until the owner confirms.
 
     People are matched among the owner's people when it is proposed; names nobody has
@@ -195,8 +188,7 @@ class MemoryProposal(models.Model):
     Memory itself needs no column for it.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     # SET_NULL plus a name snapshot: deleting a custom agent keeps who proposed what.
     agent = models.ForeignKey(
         Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="memory_proposals"

@@ -10,16 +10,14 @@ thumbnail made the same way. Anyone but the owner is only ever given `display` o
 
 from __future__ import annotations
 
-import uuid
-
-from django.conf import settings
 from django.db import models
 
+from config.models import UUIDModel, owner_key
 
-class Attachment(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+
+class Attachment(UUIDModel):
     memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="attachments")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments")
+    owner = owner_key("attachments")
     position = models.PositiveSmallIntegerField(default=0)
     # Of the original, as read from its bytes (never the client's word): image/jpeg, image/png, …
     media_type = models.CharField(max_length=40)

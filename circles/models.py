@@ -8,8 +8,6 @@ audience.
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -17,6 +15,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from pgvector.django import HalfVectorField, HnswIndex
 
+from config.models import UUIDModel, owner_key
 from memories.models import EMBEDDING_DIMENSIONS
 
 CIRCLE_NAME_MAX_LENGTH = 80
@@ -24,13 +23,10 @@ CIRCLE_DESCRIPTION_MAX_LENGTH = 1000
 MAX_MEMBERS = 50
 
 
-class Circle(models.Model):
+class Circle(UUIDModel):
     """A shared context owned by one user: a family, a care team, a class."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="owned_circles"
-    )
+    owner = owner_key("owned_circles")
     name = models.CharField(max_length=CIRCLE_NAME_MAX_LENGTH)
     description = models.TextField(blank=True, max_length=CIRCLE_DESCRIPTION_MAX_LENGTH)
     # A2A (SPEC §4): members' agents may read what is shared here. Off by default.
@@ -79,10 +75,9 @@ class CircleMembership(models.Model):
         return f"{self.user_id} in {self.circle_id} ({self.role})"
 
 
-class CircleInvite(models.Model):
+class CircleInvite(UUIDModel):
     """An invite link. Only the token's hash is stored; the link is shown once."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="invites")
     token_hash = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -103,8 +98,7 @@ class JoinRequestStatus(models.TextChoices):
     DECLINED = "declined", "Declined"
 
 
-class JoinRequest(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+class JoinRequest(UUIDModel):
     circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="join_requests")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="join_requests")
     invite = models.ForeignKey(
@@ -217,10 +211,9 @@ class MemoryShare(models.Model):
         return f"{self.memory_id} in {self.circle_id}"
 
 
-class CircleConversation(models.Model):
+class CircleConversation(UUIDModel):
     """A chat with the circle's agent: shared (every current member reads it) or private to one member."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     circle = models.ForeignKey(Circle, on_delete=models.CASCADE, related_name="conversations")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     # Set: a private conversation, read only by this member; its viewer set is them alone.
@@ -249,12 +242,11 @@ class CircleConversation(models.Model):
         )
 
 
-class CircleMessage(models.Model):
+class CircleMessage(UUIDModel):
     class Role(models.TextChoices):
         USER = "user", "Member"
         ASSISTANT = "assistant", "Agent"
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(CircleConversation, on_delete=models.CASCADE, related_name="messages")
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"

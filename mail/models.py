@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Lower
 
+from config.models import owner_key
+
 
 class EmailAddress(models.Model):
     """An account's e-mail address. Optional; only a verified address receives mail that
@@ -43,7 +45,7 @@ class EmailAddress(models.Model):
 class DigestDay(models.Model):
     """One row per user and local day a digest was made: the unique pair is the "at most once a day"."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="digest_days")
+    owner = owner_key("digest_days")
     day = models.DateField()
     created_at = models.DateTimeField(auto_now_add=True)
     # False when there was nothing to say: no message was queued that day.

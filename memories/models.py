@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.utils import timezone
 from pgvector.django import HalfVectorField, HnswIndex, VectorField
+
+from config.models import UUIDModel, owner_key
 
 EMBEDDING_DIMENSIONS = 384
 
@@ -29,9 +29,8 @@ class Sensitivity(models.TextChoices):
     SENSITIVE = "sensitive", "Sensitive"
 
 
-class Memory(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories")
+class Memory(UUIDModel):
+    owner = owner_key("memories")
     title = models.CharField(max_length=200, blank=True)
     body = models.TextField()
     occurred_at = models.DateTimeField(default=timezone.now)
@@ -127,7 +126,7 @@ class EdgeKind(models.TextChoices):
 class MemoryEdge(models.Model):
     """A computed link between two memories of one owner (workers fill these)."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     source = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="edges_out")
     target = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="edges_in")
     kind = models.CharField(max_length=20, choices=EdgeKind.choices)
@@ -155,7 +154,7 @@ class SupersessionProposal(models.Model):
     Dismissed proposals are kept so the worker never proposes the same pair again.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     older = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="replacement_proposals")
     newer = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="supersession_proposals")
     similarity = models.FloatField()

@@ -7,6 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.utils import timezone
 
+from config.models import UUIDModel, owner_key
 from people.birthdays import Birthday
 
 
@@ -27,11 +28,10 @@ def person_photo_path(person: Person, filename: str) -> str:
     return f"people/{person.owner_id}/{uuid.uuid4().hex}.jpg"
 
 
-class Person(models.Model):
+class Person(UUIDModel):
     """Someone (or a pet) in the owner's life. Consent starts pending: fail closed."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="people")
+    owner = owner_key("people")
     display_name = models.CharField(max_length=200)
     aliases = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     kind = models.CharField(max_length=10, choices=PersonKind.choices, default=PersonKind.HUMAN)
@@ -184,9 +184,7 @@ class ConsentEvent(models.Model):
     person_name = models.CharField(max_length=200, blank=True)
     audience = models.CharField(max_length=64, default=AGENTS_AUDIENCE)
     actor_kind = models.CharField(max_length=10, choices=ConsentActor.choices, default=ConsentActor.OWNER)
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="consent_events"
-    )
+    owner = owner_key("consent_events")
     old_status = models.CharField(max_length=10, choices=ConsentStatus.choices)
     new_status = models.CharField(max_length=10, choices=ConsentStatus.choices)
     actor = models.ForeignKey(
@@ -213,7 +211,7 @@ class ConsentEvent(models.Model):
         return f"{self.person_name}: {self.old_status} → {self.new_status} ({self.audience})"
 
 
-class PersonLinkInvite(models.Model):
+class PersonLinkInvite(UUIDModel):
     """An invitation to link a Person to the account of the person themself.
 
     Only the token's hash is stored; the link is shown once. Single use: accepting
@@ -223,7 +221,6 @@ class PersonLinkInvite(models.Model):
     (no migration moves it); everything that reads or writes it lives in linked/.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     person = models.ForeignKey(Person, on_delete=models.CASCADE, related_name="link_invites")
     token_hash = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-import uuid
-
-from django.conf import settings
 from django.db import models
+
+from config.models import UUIDModel, owner_key
 
 
 class ImportFormat(models.TextChoices):
@@ -18,7 +17,7 @@ class ImportStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class ImportJob(models.Model):
+class ImportJob(UUIDModel):
     """One uploaded file being imported in the background, batch by batch.
 
     The validated, normalised items live in `payload` (not on disk) so a worker in
@@ -27,8 +26,7 @@ class ImportJob(models.Model):
     always exactly what has been committed.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="import_jobs")
+    owner = owner_key("import_jobs")
     format = models.CharField(max_length=20, choices=ImportFormat.choices)
     filename = models.CharField(max_length=255, blank=True)
     status = models.CharField(max_length=10, choices=ImportStatus.choices, default=ImportStatus.QUEUED)

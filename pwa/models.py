@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
+
+from config.models import owner_key
 
 
 class OfflineCapture(models.Model):
@@ -14,7 +15,7 @@ class OfflineCapture(models.Model):
     gets that memory back instead of a second one.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = owner_key()
     key = models.CharField(max_length=64)
     memory = models.ForeignKey("memories.Memory", on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
