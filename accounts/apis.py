@@ -10,7 +10,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import SessionOnly
@@ -18,9 +17,9 @@ from accounts.models import TokenKind
 from accounts.selectors import access_token_get, access_token_list
 from accounts.services import access_token_create, access_token_revoke
 from agents.selectors import agent_list
-from config.api_inputs import StrictCharField
+from config.api_inputs import StrictCharField, validated
+from config.api_views import api_base
 
-PERMISSIONS = [*APIView.permission_classes, SessionOnly]
 SESSION_ONLY = error_response("Tokens are managed from a signed-in session, not with a bearer token.")
 
 
@@ -39,10 +38,11 @@ class TokenOutputSerializer(serializers.Serializer):
         ref_name = "AccessToken"
 
 
-@extend_schema(tags=["tokens"])
-class TokenListApi(APIView):
-    permission_classes = PERMISSIONS
+# Every token endpoint: a signed-in session only.
+TokenApi = api_base("TokenApi", "tokens", SessionOnly)
 
+
+class TokenListApi(TokenApi):
     class InputSerializer(serializers.Serializer):
         kind = serializers.ChoiceField(choices=TokenKind.choices)
         agent = serializers.UUIDField(
@@ -74,9 +74,7 @@ class TokenListApi(APIView):
         responses={201: CreatedSerializer, 400: VALIDATION_ERROR, 403: SESSION_ONLY},
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer(data=request.data))
         agent = None
         if data["agent"] is not None:
             agent = agent_list(owner=request.user).filter(pk=data["agent"]).first()
@@ -90,10 +88,7 @@ class TokenListApi(APIView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["tokens"])
-class TokenRevokeApi(APIView):
-    permission_classes = PERMISSIONS
-
+class TokenRevokeApi(TokenApi):
     @extend_schema(
         operation_id="tokens_revoke",
         summary="Revoke an access token (session only); revoking twice is harmless",

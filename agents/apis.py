@@ -11,9 +11,8 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from accounts.api_errors import VALIDATION_ERROR, error_response
+from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
 from agents.models import AccessSurface, AgentRole
 from agents.proposals import (
@@ -23,7 +22,8 @@ from agents.proposals import (
 )
 from agents.selectors import agent_get, agent_list, conversation_get
 from agents.services import MAX_MESSAGE_LENGTH, agent_set_sensitive_clearance, chat_turn
-from config.api_inputs import StrictBooleanField, StrictCharField
+from config.api_inputs import StrictBooleanField, StrictCharField, validated
+from config.api_views import api_base
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -42,8 +42,11 @@ class AgentOutputSerializer(serializers.Serializer):
         ref_name = "Agent"
 
 
-@extend_schema(tags=["agents"])
-class AgentListApi(APIView):
+# Owner tokens, and an agent's own token for itself (each view says what it allows).
+AgentApi = api_base("AgentApi", "agents")
+
+
+class AgentListApi(AgentApi):
     @extend_schema(
         operation_id="agents_list",
         summary="List agents (an agent token sees only itself)",
@@ -54,8 +57,7 @@ class AgentListApi(APIView):
         return Response(AgentOutputSerializer(agents, many=True).data)
 
 
-@extend_schema(tags=["agents"])
-class AgentDetailApi(APIView):
+class AgentDetailApi(AgentApi):
     # An agent token reads itself; only the owner changes what an agent may read.
     permission_classes = [IsAuthenticated, AgentTokensReadOnly]
 
@@ -83,17 +85,14 @@ class AgentDetailApi(APIView):
         responses={
             200: AgentOutputSerializer,
             400: VALIDATION_ERROR,
-            403: error_response("Agent tokens cannot write."),
+            403: AGENT_FORBIDDEN,
             404: error_response("Unknown agent."),
         },
     )
     def patch(self, request: Request, agent_id) -> Response:
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
-        data = self.UpdateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        agent = agent_set_sensitive_clearance(
-            agent=agent, may_read_sensitive=data.validated_data["may_read_sensitive"]
-        )
+        may_read_sensitive = validated(self.UpdateSerializer(data=request.data))["may_read_sensitive"]
+        agent = agent_set_sensitive_clearance(agent=agent, may_read_sensitive=may_read_sensitive)
         return Response(AgentOutputSerializer(agent).data)
 
 
@@ -106,8 +105,7 @@ class ChatCitationSerializer(serializers.Serializer):
         ref_name = "AgentChatCitation"
 
 
-@extend_schema(tags=["agents"])
-class AgentChatApi(APIView):
+class AgentChatApi(AgentApi):
     """One chat turn, the same as the web chat (surface `api` in the access log).
 
     Agent tokens may call it for their own agent only: like GET /agents/{id}/, any
@@ -167,17 +165,16 @@ class AgentChatApi(APIView):
     def post(self, request: Request, agent_id) -> Response:
         asking_agent = request_agent(request)
         agent = agent_get(owner=request.user, agent_id=agent_id, only=asking_agent)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        data = validated(self.InputSerializer(data=request.data))
         conversation = None
-        if serializer.validated_data.get("conversation") is not None:
+        if data.get("conversation") is not None:
             conversation = conversation_get(
-                owner=request.user, agent=agent, conversation_id=serializer.validated_data["conversation"]
+                owner=request.user, agent=agent, conversation_id=data["conversation"]
             )
         turn = chat_turn(
             owner=request.user,
             agent=agent,
-            text=serializer.validated_data["message"],
+            text=data["message"],
             conversation=conversation,
             surface=AccessSurface.API,
             asked_by_agent=asking_agent is not None,
@@ -185,8 +182,7 @@ class AgentChatApi(APIView):
         return Response(self.OutputSerializer(turn).data)
 
 
-@extend_schema(tags=["agents"])
-class AgentConsentRequestApi(APIView):
+class AgentConsentRequestApi(AgentApi):
     """An agent asks the owner to seek someone's consent (the MCP tool `consent_request`, over HTTP).
 
     The answer is the same 202 and the same words whether the person exists, has not
@@ -235,9 +231,7 @@ class AgentConsentRequestApi(APIView):
     )
     def post(self, request: Request, agent_id) -> Response:
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        data = validated(self.InputSerializer(data=request.data))
         ask = AgentConsentAsk(
             person_name=data.get("person_name") or "", person_id=data.get("person"), reason=data["reason"]
         )

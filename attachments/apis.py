@@ -16,7 +16,6 @@ from rest_framework import serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensNotFound
@@ -25,9 +24,10 @@ from attachments.forms import PhotosField
 from attachments.images import FORMATS
 from attachments.models import Attachment
 from attachments.storage import attachment_storage
+from config.api_inputs import validated
+from config.api_views import api_base
 from memories.selectors import memory_get
 
-PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
 NOT_FOUND = error_response("Unknown memory or photo (or another owner's; agent tokens never see photos).")
 VARIANTS = ("display", "thumbnail", "original")
 ORIGINAL_MEDIA_TYPES = [media_type for media_type, _ in FORMATS.values()]
@@ -50,9 +50,11 @@ class PhotoOutputSerializer(serializers.Serializer):
         ref_name = "Photo"
 
 
-@extend_schema(tags=["photos"])
-class MemoryPhotoListApi(APIView):
-    permission_classes = PERMISSIONS
+# Every photo endpoint: the owner only (an agent token's answer is 404).
+PhotoApi = api_base("PhotoApi", "photos", AgentTokensNotFound)
+
+
+class MemoryPhotoListApi(PhotoApi):
     parser_classes = [MultiPartParser]
 
     class InputSerializer(serializers.Serializer):
@@ -85,22 +87,16 @@ class MemoryPhotoListApi(APIView):
     def post(self, request: Request, memory_id) -> Response:
         memory = memory_get(owner=request.user, memory_id=memory_id)
         data = {"files": request.FILES.getlist("files"), "captions": request.data.getlist("captions")}
-        serializer = self.InputSerializer(data=data)
-        serializer.is_valid(raise_exception=True)
+        photos = validated(self.InputSerializer(data=data))
         try:
-            images = PhotosField().clean(serializer.validated_data["files"])
+            images = PhotosField().clean(photos["files"])
         except ValidationError as error:
             raise ValidationError({"files": error.messages}) from error
-        created = services.attachments_add(
-            memory=memory, images=images, captions=serializer.validated_data["captions"]
-        )
+        created = services.attachments_add(memory=memory, images=images, captions=photos["captions"])
         return Response(PhotoOutputSerializer(created, many=True).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["photos"])
-class PhotoDetailApi(APIView):
-    permission_classes = PERMISSIONS
-
+class PhotoDetailApi(PhotoApi):
     class InputSerializer(serializers.Serializer):
         caption = serializers.CharField(max_length=500, allow_blank=True)
 
@@ -116,11 +112,8 @@ class PhotoDetailApi(APIView):
     )
     def patch(self, request: Request, photo_id) -> Response:
         photo = self._photo(request, photo_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        photo = services.attachment_set_caption(
-            attachment=photo, caption=serializer.validated_data["caption"]
-        )
+        caption = validated(self.InputSerializer(data=request.data))["caption"]
+        photo = services.attachment_set_caption(attachment=photo, caption=caption)
         return Response(PhotoOutputSerializer(photo).data)
 
     @extend_schema(responses={204: None, 404: NOT_FOUND})
@@ -129,10 +122,7 @@ class PhotoDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["photos"])
-class PhotoFileApi(APIView):
-    permission_classes = PERMISSIONS
-
+class PhotoFileApi(PhotoApi):
     @extend_schema(
         parameters=[
             OpenApiParameter(

@@ -22,11 +22,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_
 from rest_framework import exceptions, permissions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
-from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
-from accounts.authentication import request_agent
+from accounts.authentication import AgentTokensNotFound, request_agent
 from agents.models import AccessSurface
 from circles.models import (
     CIRCLE_DESCRIPTION_MAX_LENGTH,
@@ -69,17 +67,23 @@ from circles.services import (
     memory_share,
     memory_unshare,
 )
-from config.api_inputs import StrictCharField
-from config.api_outputs import results_of
+from config.api_inputs import StrictCharField, validated
+from config.api_outputs import page_links, results_of
+from config.api_views import api_base
 from config.limits import API_MAX_OFFSET
 from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
 from memories.retrieval import MAX_LIMIT, circle_memory_search
 from memories.selectors import memory_get
-from people.apis import ConsentEventOutputSerializer, consent_change_result
-from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus, ConsentSurface
+from people.apis import (
+    ConsentEventOutputSerializer,
+    consent_change_input,
+    consent_change_result,
+    consent_set_from_api,
+)
+from people.models import AGENTS_AUDIENCE, CIRCLE_AUDIENCE_PREFIX, ConsentActor, ConsentStatus
 from people.selectors import person_get, person_name_for_others
-from people.services import audience_validate, person_set_consent
+from people.services import audience_validate
 
 NOT_FOUND = error_response(
     "Unknown, or not visible to the caller (not a member, another person's, or an agent token): "
@@ -87,18 +91,6 @@ NOT_FOUND = error_response(
 )
 OWNER_ONLY = error_response("A member asked for something only the circle's owner may do.")
 OWNER_RESPONSES = {403: OWNER_ONLY, 404: NOT_FOUND}
-
-
-class AgentTokensNotFound(permissions.BasePermission):
-    """Circles do not exist for agent tokens, except a circle's memories when it allows A2A: 404."""
-
-    def has_permission(self, request: Request, view: object) -> bool:
-        if request_agent(request) is not None:
-            raise exceptions.NotFound()
-        return True
-
-
-PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
 
 
 class AgentTokensReadCircles(permissions.BasePermission):
@@ -110,26 +102,14 @@ class AgentTokensReadCircles(permissions.BasePermission):
         return True
 
 
-A2A_PERMISSIONS = [*APIView.permission_classes, AgentTokensReadCircles]
-
-
-# The endpoints' three kinds (no docstrings: drf-spectacular would print them on every operation).
+# The endpoints' three kinds. Circles do not exist for agent tokens (404), except a circle's memories
+# when it allows A2A.
 # A circle endpoint: people's tokens only (an agent token's answer is 404).
-@extend_schema(tags=["circles"])
-class CircleApi(APIView):
-    permission_classes = PERMISSIONS
-
-
+CircleApi = api_base("CircleApi", "circles", AgentTokensNotFound)
 # A read of a circle's memories: a member, or their agent when the circle allows A2A.
-@extend_schema(tags=["circles"])
-class CircleReadApi(APIView):
-    permission_classes = A2A_PERMISSIONS
-
-
+CircleReadApi = api_base("CircleReadApi", "circles", AgentTokensReadCircles)
 # The owner's side of sharing one of their memories: people's tokens only.
-@extend_schema(tags=["sharing"])
-class SharingApi(APIView):
-    permission_classes = PERMISSIONS
+SharingApi = api_base("SharingApi", "sharing", AgentTokensNotFound)
 
 
 def _circle_reader(request: Request, circle_id):
@@ -260,9 +240,7 @@ class CircleListApi(CircleApi):
         responses={201: CircleDetailOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        circle = circle_create(owner=request.user, **serializer.validated_data)
+        circle = circle_create(owner=request.user, **validated(self.InputSerializer(data=request.data)))
         circle = circle_get_for_member(user=request.user, circle_id=circle.pk)
         return Response(_circle_detail(request, circle), status=status.HTTP_201_CREATED)
 
@@ -299,9 +277,8 @@ class CircleDetailApi(CircleApi):
     )
     def patch(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="rename it or change its description")
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        circle = circle_update(circle=circle, by=request.user, **serializer.validated_data)
+        changes = validated(self.InputSerializer(data=request.data))
+        circle = circle_update(circle=circle, by=request.user, **changes)
         return Response(_circle_detail(request, circle))
 
     @extend_schema(
@@ -402,9 +379,8 @@ class CircleInviteListApi(CircleApi):
     )
     def post(self, request: Request, circle_id) -> Response:
         circle = _owned_circle(request, circle_id, action="invite people")
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        new = invite_create(circle=circle, by=request.user, days=serializer.validated_data["days"])
+        days = validated(self.InputSerializer(data=request.data))["days"]
+        new = invite_create(circle=circle, by=request.user, days=days)
         return Response(
             {
                 "id": new.invite.pk,
@@ -584,9 +560,8 @@ class CircleMemoryListApi(CircleReadApi):
     )
     def get(self, request: Request, circle_id) -> Response:
         circle, agent = _circle_reader(request, circle_id)
-        params = self.FilterSerializer(data=request.query_params)
-        params.is_valid(raise_exception=True)
-        query, limit, offset = (params.validated_data[key] for key in ("q", "limit", "offset"))
+        params = validated(self.FilterSerializer(data=request.query_params))
+        query, limit, offset = (params[key] for key in ("q", "limit", "offset"))
         if query:
             hits = circle_memory_search(
                 circle.pk,
@@ -604,9 +579,7 @@ class CircleMemoryListApi(CircleReadApi):
             count = memories.count()
             page = list(memories[offset : offset + limit])
             scores = {}
-            url = request.build_absolute_uri()
-            next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
-            previous_url = replace_query_param(url, "offset", max(offset - limit, 0)) if offset else None
+            next_url, previous_url = page_links(request, offset=offset, limit=limit, count=count)
         _record_read(page, request, agent)
         results = CircleMemoryOutputSerializer(page, many=True, context={"scores": scores}).data
         return Response({"count": count, "next": next_url, "previous": previous_url, "results": results})
@@ -686,9 +659,8 @@ class MemoryShareListApi(SharingApi):
     )
     def post(self, request: Request, memory_id) -> Response:
         memory = memory_get(owner=request.user, memory_id=memory_id)
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        circle = circle_get_for_member(user=request.user, circle_id=serializer.validated_data["circle"])
+        circle_id = validated(self.InputSerializer(data=request.data))["circle"]
+        circle = circle_get_for_member(user=request.user, circle_id=circle_id)
         try:
             share = memory_share(memory=memory, circle=circle, by=request.user)
         except ShareRefused as refused:
@@ -772,19 +744,15 @@ class AudienceConsentSerializer(serializers.Serializer):
 
 
 @extend_schema(tags=["people"])
-class PersonAudienceConsentsApi(APIView):
-    permission_classes = PERMISSIONS
-
-    class InputSerializer(serializers.Serializer):
-        audience = StrictCharField(
-            max_length=100, help_text="`agents`, or `circle:<circle id>` for a circle I belong to."
+class PersonAudienceConsentsApi(CircleApi):
+    class InputSerializer(
+        consent_change_input(
+            "AudienceConsentChange",
+            audience=StrictCharField(
+                max_length=100, help_text="`agents`, or `circle:<circle id>` for a circle I belong to."
+            ),
         )
-        status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
-
-        class Meta:
-            ref_name = "AudienceConsentChange"
-
+    ):
         def validate_audience(self, value: str) -> str:
             unknown = "Unknown audience: use 'agents' or 'circle:<circle id>' for a circle you belong to."
             try:
@@ -830,17 +798,9 @@ class PersonAudienceConsentsApi(APIView):
     )
     def post(self, request: Request, person_id) -> Response:
         person = person_get(owner=request.user, person_id=person_id)
-        serializer = self.InputSerializer(data=request.data, context={"user": request.user})
-        serializer.is_valid(raise_exception=True)
-        audience = serializer.validated_data["audience"]
-        event = person_set_consent(
-            person=person,
-            status=serializer.validated_data["status"],
-            reason=serializer.validated_data["reason"],
-            actor=request.user,
-            surface=ConsentSurface.API,
-            audience=audience,
-        )
+        change = validated(self.InputSerializer(data=request.data, context={"user": request.user}))
+        audience = change["audience"]
+        event = consent_set_from_api(request, person, change, audience=audience)
         consent = next(row for row in person_audience_consents(person=person) if row.audience == audience)
         return Response(
             {

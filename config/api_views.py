@@ -6,9 +6,16 @@ from collections.abc import Callable
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+
+def api_base(name: str, tag: str, *permissions: type[BasePermission]) -> type[APIView]:
+    """The base of one API's views: their tag in the schema, and what they allow beyond signing in."""
+    view = type(name, (APIView,), {"permission_classes": [*APIView.permission_classes, *permissions]})
+    return extend_schema(tags=[tag])(view)
 
 
 # PUT replaces a resource (its whole InputSerializer), PATCH changes the fields it is given:

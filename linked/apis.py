@@ -22,11 +22,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensNotFound
-from config.api_inputs import StrictCharField
+from config.api_inputs import StrictCharField, validated
+from config.api_views import api_base
 from linked.selectors import (
     LinkedAudience,
     linked_audience_label,
@@ -36,23 +36,21 @@ from linked.selectors import (
 )
 from linked.services import LinkInvalid, person_link_accept, person_link_invite_create, person_unlink
 from people.apis import NOT_FOUND as PERSON_NOT_FOUND
-from people.apis import consent_change_result
-from people.models import ConsentActor, ConsentStatus, ConsentSurface, Person
+from people.apis import consent_change_input, consent_change_result, consent_set_from_api
+from people.models import ConsentActor, ConsentStatus, Person
 from people.selectors import person_get
-from people.services import person_is_linked, person_set_consent
-
-# Between people only: agent tokens get 404, as if these endpoints did not exist.
-LINK_PERMISSIONS = [*APIView.permission_classes, AgentTokensNotFound]
+from people.services import person_is_linked
 
 NOT_FOUND = error_response(
     "Unknown, not yours and not linked to you, or an agent token: always the same answer."
 )
 
 
-@extend_schema(tags=["people"])
-class PersonLinkInviteApi(APIView):
-    permission_classes = LINK_PERMISSIONS
+# Every linking endpoint is between people only: agent tokens get 404, as if it did not exist.
+LinkApi = api_base("LinkApi", "people", AgentTokensNotFound)
 
+
+class PersonLinkInviteApi(LinkApi):
     class OutputSerializer(serializers.Serializer):
         id = serializers.UUIDField()
         url = serializers.URLField(help_text="The link page to send to the person. Shown once.")
@@ -82,10 +80,7 @@ class PersonLinkInviteApi(APIView):
         return Response(self.OutputSerializer(data).data, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(tags=["people"])
-class LinkAcceptApi(APIView):
-    permission_classes = LINK_PERMISSIONS
-
+class LinkAcceptApi(LinkApi):
     class OutputSerializer(serializers.Serializer):
         person = serializers.UUIDField(help_text="The linked person: use it with me/consents/.")
         display_name = serializers.CharField(help_text="How the journal's owner names you.")
@@ -177,10 +172,7 @@ def _audience_output(linked: LinkedAudience, person: Person) -> dict:
     }
 
 
-@extend_schema(tags=["people"])
-class PersonLinkApi(APIView):
-    permission_classes = LINK_PERMISSIONS
-
+class PersonLinkApi(LinkApi):
     @extend_schema(
         operation_id="people_link_destroy",
         summary="Unlink (either side): the person's last choices stay and the owner decides again",
@@ -204,26 +196,20 @@ class PersonLinkApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(tags=["people"])
-class MyConsentsApi(APIView):
-    permission_classes = LINK_PERMISSIONS
-
+class MyConsentsApi(LinkApi):
     class OutputSerializer(serializers.Serializer):
         results = LinkedJournalSerializer(many=True)
 
         class Meta:
             ref_name = "MyConsents"
 
-    class InputSerializer(serializers.Serializer):
-        person = serializers.UUIDField(help_text="The entry about you (from GET me/consents/).")
-        audience = StrictCharField(
+    InputSerializer = consent_change_input(
+        "MyConsentChange",
+        person=serializers.UUIDField(help_text="The entry about you (from GET me/consents/)."),
+        audience=StrictCharField(
             max_length=100, help_text="`agents`, or `circle:<circle id>` for one of the owner's circles."
-        )
-        status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
-
-        class Meta:
-            ref_name = "MyConsentChange"
+        ),
+    )
 
     ChangedSerializer = consent_change_result(
         "MyConsentChangeResult", person=serializers.UUIDField(), consent=LinkedAudienceSerializer()
@@ -267,24 +253,14 @@ class MyConsentsApi(APIView):
         responses={200: ChangedSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        person = linked_person_get(user=request.user, person_id=data["person"])
-        audience = data["audience"].strip().lower()
+        change = validated(self.InputSerializer(data=request.data))
+        person = linked_person_get(user=request.user, person_id=change["person"])
+        audience = change["audience"].strip().lower()
         if audience not in linked_person_audiences(person=person):
             owner = person.owner.get_username()
             unknown = f"Unknown audience: {owner}'s journal has 'agents' and {owner}'s circles only."
             return Response({"audience": [unknown]}, status=status.HTTP_400_BAD_REQUEST)
-        event = person_set_consent(
-            person=person,
-            status=data["status"],
-            reason=data["reason"],
-            actor=request.user,
-            surface=ConsentSurface.API,
-            audience=audience,
-            actor_kind=ConsentActor.SELF,
-        )
+        event = consent_set_from_api(request, person, change, audience=audience, actor_kind=ConsentActor.SELF)
         entry = next(
             entry
             for journal in linked_consents_for_user(user=request.user)

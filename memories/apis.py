@@ -16,8 +16,6 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
-from rest_framework.views import APIView
 
 from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, request_agent
@@ -25,7 +23,8 @@ from agents.models import AccessSurface
 from agents.services import access_log_record
 from attachments.selectors import photo_count, photo_counts_attach
 from config.api_inputs import StrictCharField, validated
-from config.api_views import ReplaceOrChangeApi, replace_or_change_schema
+from config.api_outputs import page_links
+from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
@@ -35,7 +34,6 @@ from memories.services import ParticipantSpec, memory_create, memory_delete, mem
 from people.models import ConsentStatus, Person
 from people.selectors import person_list, person_list_for_agents
 
-PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
 NOT_FOUND = error_response("Unknown memory (or another owner's, or hidden from this agent).")
 # Left out or null: memory_create / memory_update work it out from the text, the one
 # inference path the web form's "Work it out" uses too (memories.lifecycle). A value given is kept.
@@ -316,10 +314,13 @@ def _visible_memory(request: Request, memory_id) -> Memory:
 
 
 # --- Views ------------------------------------------------------------------------
-@extend_schema(tags=["memories"])
-class MemoryListApi(APIView):
-    permission_classes = PERMISSIONS
+# The journal: owners read and write, agent tokens only read (through the gate).
+MemoryApi = api_base("MemoryApi", "memories", AgentTokensReadOnly)
+# Search and similar memories: reads only, for owners and agent tokens alike.
+MemoryReadApi = api_base("MemoryReadApi", "memories")
 
+
+class MemoryListApi(MemoryApi):
     class FilterSerializer(serializers.Serializer):
         person = serializers.UUIDField(required=False, help_text="Only memories this person is in.")
         kind = serializers.ChoiceField(choices=MemoryKind.choices, required=False)
@@ -388,11 +389,7 @@ class MemoryListApi(APIView):
         limit, offset = data["limit"], data["offset"]
         page = list(memories[offset : offset + limit])
         _log_agent_access(request, page)
-        url = request.build_absolute_uri()
-        next_url = replace_query_param(url, "offset", offset + limit) if offset + limit < count else None
-        previous_url = None
-        if offset > 0:
-            previous_url = replace_query_param(url, "offset", max(offset - limit, 0))
+        next_url, previous_url = page_links(request, offset=offset, limit=limit, count=count)
         return Response(
             {
                 "count": count,
@@ -438,10 +435,7 @@ class MemoryListApi(APIView):
     ok=MemoryOutputSerializer,
     errors={400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
 )
-@extend_schema(tags=["memories"])
-class MemoryDetailApi(ReplaceOrChangeApi):
-    permission_classes = PERMISSIONS
-
+class MemoryDetailApi(MemoryApi, ReplaceOrChangeApi):
     class InputSerializer(MemoryTextInputSerializer):
         occurred_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
         # PUT without them (or null) works them out from the new text; PATCH without them keeps them.
@@ -529,8 +523,7 @@ def _retrieval_response(request: Request, hits: list, params: dict, options: dic
     return Response({"results": results, "consent_gated": options["respect_consent"]})
 
 
-@extend_schema(tags=["memories"])
-class MemorySearchApi(APIView):
+class MemorySearchApi(MemoryReadApi):
     class ParamsSerializer(RetrievalParamsSerializer):
         q = StrictCharField(max_length=1000, help_text="What to look for (words or a question).")
 
@@ -556,8 +549,7 @@ class MemorySearchApi(APIView):
         )
 
 
-@extend_schema(tags=["memories"])
-class MemorySimilarApi(APIView):
+class MemorySimilarApi(MemoryReadApi):
     @extend_schema(
         operation_id="memories_similar",
         summary="Memories similar to this one (agent tokens: consent-gated, and 404 for a hidden one)",

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from config.api_inputs import StrictCharField, validated
-from config.api_views import ReplaceOrChangeApi, replace_or_change_schema
+from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
 from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
 from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person, PersonKind
@@ -40,7 +40,8 @@ from people.services import (
     person_update,
 )
 
-PERMISSIONS = [*APIView.permission_classes, AgentTokensReadOnly]
+# Owners read and write; agent tokens only read (the people who consented for agents).
+PeopleApi = api_base("PeopleApi", "people", AgentTokensReadOnly)
 
 NOT_FOUND = error_response("Unknown person (or another owner's, or hidden from this agent).")
 
@@ -125,10 +126,7 @@ class PersonInputSerializer(serializers.Serializer):
     birthday = BirthdayField(required=False, default=None)
 
 
-@extend_schema(tags=["people"])
-class PersonListApi(APIView):
-    permission_classes = PERMISSIONS
-
+class PersonListApi(PeopleApi):
     class OutputSerializer(serializers.Serializer):
         results = PersonOutputSerializer(many=True)
         consent_gated = serializers.BooleanField(
@@ -178,10 +176,7 @@ class PersonListApi(APIView):
     ok=PersonOutputSerializer,
     errors={400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
 )
-@extend_schema(tags=["people"])
-class PersonDetailApi(ReplaceOrChangeApi):
-    permission_classes = PERMISSIONS
-
+class PersonDetailApi(PeopleApi, ReplaceOrChangeApi):
     class InputSerializer(PersonInputSerializer):
         class Meta:
             ref_name = "PersonUpdate"
@@ -265,6 +260,18 @@ def consent_set_from_api(
     )
 
 
+def consent_change_input(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
+    """A consent change as the API takes it: `fields` (whose, for which audience), then the new status
+    and its reason; named `ref_name` in the schema."""
+    attrs = {
+        **fields,
+        "status": serializers.ChoiceField(choices=ConsentStatus.choices),
+        "reason": StrictCharField(allow_blank=True, max_length=2000, required=False, default=""),
+        "Meta": type("Meta", (), {"ref_name": ref_name}),
+    }
+    return type(f"{ref_name}Serializer", (serializers.Serializer,), attrs)
+
+
 def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
     """The answer to a consent change: `fields`, then the recorded event, named `ref_name` in the schema."""
     event = ConsentEventOutputSerializer(
@@ -274,17 +281,8 @@ def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[se
     return type(f"{ref_name}Serializer", (serializers.Serializer,), attrs)
 
 
-@extend_schema(tags=["people"])
-class PersonConsentApi(APIView):
-    permission_classes = PERMISSIONS
-
-    class InputSerializer(serializers.Serializer):
-        status = serializers.ChoiceField(choices=ConsentStatus.choices)
-        reason = StrictCharField(allow_blank=True, max_length=2000, required=False, default="")
-
-        class Meta:
-            ref_name = "ConsentChange"
-
+class PersonConsentApi(PeopleApi):
+    InputSerializer = consent_change_input("ConsentChange")
     OutputSerializer = consent_change_result("ConsentChangeResult", person=PersonOutputSerializer())
 
     @extend_schema(
@@ -312,8 +310,7 @@ class PersonConsentApi(APIView):
         )
 
 
-@extend_schema(tags=["people"])
-class PersonConsentEventListApi(APIView):
+class PersonConsentEventListApi(PeopleApi):
     # The reasons in the audit trail are the owner's own notes: not for agents.
     permission_classes = [*APIView.permission_classes, OwnerOnly]
 
