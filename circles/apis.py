@@ -68,7 +68,7 @@ from circles.services import (
     memory_unshare,
 )
 from config.api_inputs import StrictCharField, validated
-from config.api_outputs import page_links, results_of
+from config.api_outputs import page_links, page_of, results_of
 from config.api_views import api_base
 from config.limits import API_MAX_OFFSET
 from memories.gate_explain import memory_privacy_audit
@@ -543,14 +543,7 @@ class CircleMemoryListApi(CircleReadApi):
         class Meta:
             ref_name = "CircleMemoryFilters"
 
-    class OutputSerializer(serializers.Serializer):
-        count = serializers.IntegerField()
-        next = serializers.URLField(allow_null=True)
-        previous = serializers.URLField(allow_null=True)
-        results = CircleMemoryOutputSerializer(many=True)
-
-        class Meta:
-            ref_name = "CircleMemoryPage"
+    OutputSerializer = page_of(CircleMemoryOutputSerializer, "CircleMemoryPage")
 
     @extend_schema(
         operation_id="circles_memories_list",

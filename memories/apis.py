@@ -23,7 +23,7 @@ from agents.models import AccessSurface
 from agents.services import access_log_record
 from attachments.selectors import photo_count, photo_counts_attach
 from config.api_inputs import StrictCharField, validated
-from config.api_outputs import page_links
+from config.api_outputs import page_links, page_of
 from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.gate import agent_visible_memories
@@ -337,15 +337,8 @@ class MemoryListApi(MemoryApi):
                 raise serializers.ValidationError({"date_to": ["Must not be before date_from."]})
             return data
 
-    class OutputSerializer(serializers.Serializer):
-        count = serializers.IntegerField()
-        next = serializers.URLField(allow_null=True)
-        previous = serializers.URLField(allow_null=True)
-        results = MemoryOutputSerializer(many=True)
+    class OutputSerializer(page_of(MemoryOutputSerializer, "MemoryPage")):
         consent_gated = serializers.BooleanField(help_text="True for agent tokens: only gated memories.")
-
-        class Meta:
-            ref_name = "MemoryPage"
 
     class InputSerializer(MemoryTextInputSerializer):
         occurred_at = serializers.DateTimeField(

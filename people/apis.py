@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from config.api_inputs import StrictCharField, validated
+from config.api_outputs import named_serializer
 from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
 from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
@@ -263,13 +264,12 @@ def consent_set_from_api(
 def consent_change_input(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
     """A consent change as the API takes it: `fields` (whose, for which audience), then the new status
     and its reason; named `ref_name` in the schema."""
-    attrs = {
+    return named_serializer(
+        ref_name,
         **fields,
-        "status": serializers.ChoiceField(choices=ConsentStatus.choices),
-        "reason": StrictCharField(allow_blank=True, max_length=2000, required=False, default=""),
-        "Meta": type("Meta", (), {"ref_name": ref_name}),
-    }
-    return type(f"{ref_name}Serializer", (serializers.Serializer,), attrs)
+        status=serializers.ChoiceField(choices=ConsentStatus.choices),
+        reason=StrictCharField(allow_blank=True, max_length=2000, required=False, default=""),
+    )
 
 
 def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[serializers.Serializer]:
@@ -277,8 +277,7 @@ def consent_change_result(ref_name: str, **fields: serializers.Field) -> type[se
     event = ConsentEventOutputSerializer(
         allow_null=True, help_text="The recorded change; null when the status was already this."
     )
-    attrs = {**fields, "event": event, "Meta": type("Meta", (), {"ref_name": ref_name})}
-    return type(f"{ref_name}Serializer", (serializers.Serializer,), attrs)
+    return named_serializer(ref_name, **fields, event=event)
 
 
 class PersonConsentApi(PeopleApi):
