@@ -258,26 +258,34 @@ def seed_owner(
 
 
 def seed_one_owner(
+    options: dict,
     *,
     username: str,
-    memory_count: int,
-    rng: np.random.Generator,
-    text: Text,
+    text: Text | None = None,
     distribution: str = "clustered",
     out,
-) -> SeededOwner:
-    """seed_owner for a bench that measures one owner, any index it dropped built again at the end."""
+) -> tuple[np.random.Generator, Text, SeededOwner]:
+    """seed_owner for a bench that measures one owner, any index it dropped built again at the end.
+
+    As the bench's options say: --memories rows drawn with --seed, and (unless `text` is
+    given) --text drawn with --seed + 1. The rows' generator is returned with the text:
+    the bench's queries go on drawing from it.
+    """
+    rng = np.random.default_rng(options["seed"])
+    if text is None:
+        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
     out.write("Seeding (reused when already there)…")
     with BulkLoad(out) as bulk:
-        return seed_owner(
+        seeded = seed_owner(
             bulk=bulk,
             username=username,
-            memory_count=memory_count,
+            memory_count=options["memories"],
             rng=rng,
             distribution=distribution,
             text=text,
             out=out,
         )
+    return rng, text, seeded
 
 
 def _index_open_rows(bulk: BulkLoad, owner_id: int) -> None:

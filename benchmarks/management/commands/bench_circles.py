@@ -18,12 +18,12 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from benchmarks.options import require_positive
 from benchmarks.searches import exact_fused
 from benchmarks.seeding import (
     BUCKETS,
     PREWARMED,
     RETRIEVAL_OWNER,
-    Text,
     bench_user,
     prewarm,
     query_vectors,
@@ -129,9 +129,7 @@ class Command(BaseCommand):
             raise CommandError("--consented takes fractions like 0.1,0.5,0.9.") from None
         if not fractions or not all(0 < fraction <= 1 for fraction in fractions):
             raise CommandError("--consented fractions must be above 0 and at most 1.")
-        for name in ("memories", "shared", "members", "queries", "limit"):
-            if options[name] <= 0:
-                raise CommandError(f"--{name} must be positive.")
+        require_positive(options, "memories", "shared", "members", "queries", "limit")
         if options["shared"] > options["memories"]:
             raise CommandError("--shared cannot exceed --memories.")
         if not 2 <= options["members"] <= 50:
@@ -143,16 +141,8 @@ class Command(BaseCommand):
         from memories.search import circles, statements
         from memories.search import knn as search_knn  # (knn below: the bench's own)
 
-        rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
-        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
-        seeded = seed_one_owner(
-            username=RETRIEVAL_OWNER,
-            memory_count=options["memories"],
-            rng=rng,
-            text=text,
-            out=self.stdout,
-        )
+        rng, text, seeded = seed_one_owner(options, username=RETRIEVAL_OWNER, out=self.stdout)
         circle, member_ids = _circle(seeded.user_id, options["members"])
         shared = _share(circle, seeded.user_id, options["shared"], rng, self.stdout)
         viewer = [member_ids[0]]

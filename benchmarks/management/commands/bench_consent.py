@@ -36,10 +36,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from benchmarks.options import require_positive
 from benchmarks.searches import exact_ids
 from benchmarks.seeding import (
     SeededOwner,
-    Text,
     build_indexes,
     delete_bench_users,
     drop_indexes,
@@ -116,9 +116,7 @@ class Command(BaseCommand):
             raise CommandError("--sizes must be positive.")
         if options["rounds"] < 0:
             raise CommandError("--rounds must be 0 (the bulk revoke only) or more.")
-        for name in ("memories", "queries", "limit"):
-            if options[name] <= 0:
-                raise CommandError(f"--{name} must be positive.")
+        require_positive(options, "memories", "queries", "limit")
         if sum(sizes) > options["memories"]:
             raise CommandError(
                 "The flip people's memories are disjoint: --sizes must add up to --memories at most."
@@ -130,16 +128,9 @@ class Command(BaseCommand):
         from memories import retrieval
         from memories.search import vector
 
-        rng = np.random.default_rng(options["seed"])
         limit = options["limit"]
-        text = Text(options["text"], np.random.default_rng(options["seed"] + 1))
-        seeded = seed_one_owner(
-            username=BENCH_USERNAME,
-            memory_count=options["memories"],
-            rng=rng,
-            text=text,
-            distribution=options["distribution"],
-            out=self.stdout,
+        rng, _, seeded = seed_one_owner(
+            options, username=BENCH_USERNAME, distribution=options["distribution"], out=self.stdout
         )
         owner = get_user_model().objects.get(pk=seeded.user_id)
         flips = _seed_flip_people(seeded, sizes, rng, self.stdout)

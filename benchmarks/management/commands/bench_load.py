@@ -39,6 +39,7 @@ from accounts.models import AccessToken, TokenKind
 from accounts.services import access_token_create
 from agents.models import Agent
 from agents.services import agent_create_builtins
+from benchmarks.options import require_positive
 from benchmarks.seeding import Text, delete_bench_users, seed_one_owner
 from benchmarks.timing import cpu_count, load_average, percentile
 from config.embedded import free_port, wait_until_serving, web_command, web_threads, web_workers
@@ -191,9 +192,7 @@ class Command(BaseCommand):
         if options["clean"]:
             self.stdout.write(f"Deleted bench data: {delete_bench_users(USERNAME)}")
             return
-        for name in ("clients", "seconds", "memories"):
-            if options[name] <= 0:
-                raise CommandError(f"--{name} must be positive.")
+        require_positive(options, "clients", "seconds", "memories")
         if options["think"] < 0:
             raise CommandError("--think cannot be negative.")
         if options["warmup"] < 0:
@@ -203,7 +202,6 @@ class Command(BaseCommand):
         self._run(options)
 
     def _prepare(self, options: dict) -> tuple[str, str, str, Text]:
-        rng = np.random.default_rng(options["seed"])
         text = Text("words", np.random.default_rng(options["seed"] + 1), vectors=options["vectors"])
         synthetic_beside = (
             Memory.objects.filter(embedding_model__startswith="bench-random")
@@ -212,13 +210,7 @@ class Command(BaseCommand):
         )
         if options["vectors"] == "model" and synthetic_beside:
             self.stdout.write(MIXED_VECTORS_WARNING)
-        seeded = seed_one_owner(
-            username=USERNAME,
-            memory_count=options["memories"],
-            rng=rng,
-            text=text,
-            out=self.stdout,
-        )
+        _, _, seeded = seed_one_owner(options, username=USERNAME, text=text, out=self.stdout)
         # A tenth of the people withheld, so agent searches go through a gate that refuses.
         Person.objects.filter(pk__in=seeded.bucket_person_ids[:10]).update(
             consent_status=ConsentStatus.PENDING

@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from pgvector.django import CosineDistance
 
+from benchmarks.options import require_positive
 from benchmarks.searches import exact_fused, exact_ids, hybrid_ids, nearest_ids
 from benchmarks.seeding import (
     RETRIEVAL_OWNER,
@@ -132,9 +133,7 @@ class Command(BaseCommand):
             raise CommandError("--gated takes fractions like 0.1,0.5,0.9 (or none).")
         if not all(0 <= fraction < 1 for fraction in fractions):
             raise CommandError("--gated fractions must be at least 0 and below 1.")
-        for name in ("memories", "queries", "limit"):
-            if options[name] <= 0:
-                raise CommandError(f"--{name} must be positive.")
+        require_positive(options, "memories", "queries", "limit")
         if options["other_owners"] < 0 or options["other_memories"] < 0:
             raise CommandError("--other-owners and --other-memories cannot be negative.")
         self._run(options, fractions)
