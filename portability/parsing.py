@@ -344,14 +344,8 @@ def _keepsake_items(document: dict) -> list[dict[str, Any]]:
     self_count = 0
     for index, row in enumerate(people):
         where = f"people[{index}]"
-        aliases = row.get("aliases", [])
-        if not isinstance(aliases, list) or not all(isinstance(alias, str) for alias in aliases):
-            problems.add(f"{where}.aliases", "must be a list of text")
-            aliases = []
-        is_self = row.get("is_self", False)
-        if not isinstance(is_self, bool):
-            problems.add(f"{where}.is_self", "must be true or false")
-            is_self = False
+        aliases = _list_of(row, "aliases", where, problems, str)
+        is_self = _flag(row, "is_self", where, problems)
         self_count += is_self
         history = sorted(events_by_person.get(str(row.get("id")), []), key=lambda event: event["order"])
         for event in history:
@@ -499,6 +493,18 @@ def _flag(row: dict, key: str, where: str, problems: _Problems) -> bool:
     return value
 
 
+_LIST_ITEMS = {str: "text", dict: "objects"}
+
+
+def _list_of(row: dict, key: str, where: str, problems: _Problems, item_type: type[str] | type[dict]) -> list:
+    """row[key] as a list of item_type; empty (and a problem) when it is anything else, empty when absent."""
+    value = row.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, item_type) for item in value):
+        problems.add(f"{where}.{key}", f"must be a list of {_LIST_ITEMS[item_type]}")
+        return []
+    return value
+
+
 def _circle_items(
     circles: list[dict], exporting_username: str | None, problems: _Problems
 ) -> list[dict[str, Any]]:
@@ -508,10 +514,7 @@ def _circle_items(
     items = []
     for index, row in enumerate(circles):
         where = f"circles[{index}]"
-        members = row.get("members", [])
-        if not isinstance(members, list) or not all(isinstance(member, dict) for member in members):
-            problems.add(f"{where}.members", "must be a list of objects")
-            members = []
+        members = _list_of(row, "members", where, problems, dict)
         others = sorted(
             {
                 member["user"]
@@ -730,14 +733,8 @@ def _dayone_items(
                 continue
             seen.add(uuid)
             occurred_at = _when(entry, "creationDate", where, problems)
-            text = entry.get("text", "")
-            if not isinstance(text, str):
-                problems.add(f"{where}.text", "must be text")
-                text = ""
-            tags = entry.get("tags", [])
-            if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
-                problems.add(f"{where}.tags", "must be a list of text")
-                tags = []
+            text = _text(entry, "text", where, problems, default="")
+            tags = _list_of(entry, "tags", where, problems, str)
             kinds = {_KIND_BY_TAG[tag.strip().lower()] for tag in tags if tag.strip().lower() in _KIND_BY_TAG}
             title, body = _dayone_title_and_body(_DAYONE_MOMENT.sub("", text))
             if len(body) > MEMORY_BODY_MAX_LENGTH:

@@ -367,24 +367,13 @@ def _restore_consent(*, person: Person, item: dict[str, Any], context: _RunConte
 
 def _import_person(item: dict[str, Any], context: _RunContext) -> tuple[uuid.UUID, str | None]:
     owner = context.owner
+    details = {key: item[key] for key in ("display_name", "aliases", "kind", "notes")}
     if item["is_self"]:
         # The file's own "Self" is this account's Self: never a second one.
         person = Person.objects.get(owner=owner, is_self=True)
-        person_update(
-            person=person,
-            display_name=item["display_name"],
-            aliases=item["aliases"],
-            kind=item["kind"],
-            notes=item["notes"],
-        )
+        person_update(person=person, **details)
     else:
-        person = person_create(
-            owner=owner,
-            display_name=item["display_name"],
-            aliases=item["aliases"],
-            kind=item["kind"],
-            notes=item["notes"],
-        )
+        person = person_create(owner=owner, **details)
     note = _restore_consent(person=person, item=item, context=context)
     return person.pk, note
 
