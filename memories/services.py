@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from typing import TypedDict, Unpack
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -54,15 +55,20 @@ def _validate_participants(
     return specs
 
 
-def _validate_fields(
+def _resolve_and_validate_fields(
     *,
+    owner: AbstractBaseUser,
+    title: str,
     body: str,
-    kind: str,
-    sensitivity: str,
+    kind: str | None,
+    sensitivity: str | None,
     source_person: Person | None,
-    owner,
-    occurred_at: datetime | None = None,
-) -> None:
+    occurred_at: datetime | None,
+) -> tuple[str, str]:
+    """The kind and sensitivity to save (inferred where None), once every field is valid."""
+    kind, sensitivity = memory_resolve_kind_and_sensitivity(
+        title=title, body=body, kind=kind, sensitivity=sensitivity
+    )
     errors: dict[str, str] = {}
     if date_too_far(occurred_at):
         # Checked before memory_apply_expiry, whose date arithmetic would overflow.
@@ -79,6 +85,7 @@ def _validate_fields(
         errors["source_person"] = "Unknown person."
     if errors:
         raise ValidationError(errors)
+    return kind, sensitivity
 
 
 @retry_on_conflict
@@ -101,15 +108,13 @@ def memory_create(
     may later be refined by the LLM (memories/kind_inference.py).
     """
     kind_inferred = not kind
-    kind, sensitivity = memory_resolve_kind_and_sensitivity(
-        title=title, body=body, kind=kind, sensitivity=sensitivity
-    )
-    _validate_fields(
+    kind, sensitivity = _resolve_and_validate_fields(
+        owner=owner,
+        title=title,
         body=body,
         kind=kind,
         sensitivity=sensitivity,
         source_person=source_person,
-        owner=owner,
         occurred_at=occurred_at,
     )
     specs = _validate_participants(owner=owner, participants=participants)
@@ -156,15 +161,13 @@ def memory_update(
     """
     owner = memory.owner
     kind_inferred = not kind
-    kind, sensitivity = memory_resolve_kind_and_sensitivity(
-        title=title, body=body, kind=kind, sensitivity=sensitivity
-    )
-    _validate_fields(
+    kind, sensitivity = _resolve_and_validate_fields(
+        owner=owner,
+        title=title,
         body=body,
         kind=kind,
         sensitivity=sensitivity,
         source_person=source_person,
-        owner=owner,
         occurred_at=occurred_at,
     )
     specs = None if participants is None else _validate_participants(owner=owner, participants=participants)
@@ -217,6 +220,20 @@ def memory_delete(*, memory: Memory) -> None:
     memory.delete()
 
 
+class _MemoryRequiredFields(TypedDict):
+    body: str
+
+
+class MemoryFields(_MemoryRequiredFields, total=False):
+    """The fields memory_create and memory_update take beside the memory (or owner) and participants."""
+
+    title: str
+    occurred_at: datetime | None
+    kind: str | None
+    sensitivity: str | None
+    source_person: Person | None
+
+
 @dataclass(frozen=True)
 class NewPersonSpec:
     """Someone typed in by name while writing a memory; created pending."""
@@ -239,30 +256,16 @@ def _create_new_people(
 def memory_create_with_new_people(
     *,
     owner: AbstractBaseUser,
-    body: str,
-    title: str = "",
-    occurred_at: datetime | None = None,
-    kind: str | None = None,
-    sensitivity: str | None = None,
-    source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] = (),
     new_people: Iterable[NewPersonSpec] = (),
+    **fields: Unpack[MemoryFields],
 ) -> Memory:
     """memory_create, also creating people typed in by name.
 
     One transaction: if the memory is refused, the new people are not kept.
     """
     specs = [*participants, *_create_new_people(owner=owner, new_people=new_people)]
-    return memory_create(
-        owner=owner,
-        body=body,
-        title=title,
-        occurred_at=occurred_at,
-        kind=kind,
-        sensitivity=sensitivity,
-        source_person=source_person,
-        participants=specs,
-    )
+    return memory_create(owner=owner, participants=specs, **fields)
 
 
 @retry_on_conflict
@@ -270,27 +273,13 @@ def memory_create_with_new_people(
 def memory_update_with_new_people(
     *,
     memory: Memory,
-    body: str,
-    title: str = "",
-    occurred_at: datetime | None = None,
-    kind: str | None = None,
-    sensitivity: str | None = None,
-    source_person: Person | None = None,
     participants: Iterable[ParticipantSpec] = (),
     new_people: Iterable[NewPersonSpec] = (),
+    **fields: Unpack[MemoryFields],
 ) -> Memory:
     """memory_update replacing the participants, also creating people typed in by name (atomic)."""
     specs = [*participants, *_create_new_people(owner=memory.owner, new_people=new_people)]
-    return memory_update(
-        memory=memory,
-        body=body,
-        title=title,
-        occurred_at=occurred_at,
-        kind=kind,
-        sensitivity=sensitivity,
-        source_person=source_person,
-        participants=specs,
-    )
+    return memory_update(memory=memory, participants=specs, **fields)
 
 
 # --- Derived data: embeddings and edges (run by memories/tasks.py) ----------
