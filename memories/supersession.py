@@ -131,14 +131,20 @@ def memory_unsupersede(*, owner: AbstractBaseUser, memory: Memory) -> Memory:
     return memory
 
 
+def _proposal_locked(*, owner: AbstractBaseUser, proposal: SupersessionProposal) -> SupersessionProposal:
+    """The proposal as it is now, locked for the decision; one not the owner's is unknown."""
+    proposal = SupersessionProposal.objects.select_for_update().get(pk=proposal.pk)
+    if proposal.owner_id != owner.pk:
+        raise ValidationError({"proposal": "Unknown suggestion."})
+    return proposal
+
+
 @transaction.atomic
 def supersession_proposal_confirm(
     *, owner: AbstractBaseUser, proposal: SupersessionProposal
 ) -> SupersessionProposal:
     """The owner agrees: link the pair (memory_supersede's rules still apply)."""
-    proposal = SupersessionProposal.objects.select_for_update().get(pk=proposal.pk)
-    if proposal.owner_id != owner.pk:
-        raise ValidationError({"proposal": "Unknown suggestion."})
+    proposal = _proposal_locked(owner=owner, proposal=proposal)
     if proposal.status == ProposalStatus.CONFIRMED:
         return proposal
     memory_supersede(owner=owner, older=proposal.older, newer=proposal.newer)
@@ -154,9 +160,7 @@ def supersession_proposal_dismiss(
     *, owner: AbstractBaseUser, proposal: SupersessionProposal
 ) -> SupersessionProposal:
     """The owner says no; the pair is remembered so it is never proposed again."""
-    proposal = SupersessionProposal.objects.select_for_update().get(pk=proposal.pk)
-    if proposal.owner_id != owner.pk:
-        raise ValidationError({"proposal": "Unknown suggestion."})
+    proposal = _proposal_locked(owner=owner, proposal=proposal)
     if proposal.status == ProposalStatus.PENDING:
         proposal.status = ProposalStatus.DISMISSED
         proposal.decided_at = timezone.now()
