@@ -68,7 +68,58 @@ def _owner_id(owner: AbstractBaseUser | int) -> int:
     return owner if isinstance(owner, int) else owner.pk
 
 
-class _ExistsPerRow(Exists):
+class _Exists(Exists):
+    """EXISTS that the ORM resolves once and compiles once, for statements the gate keeps.
+
+    Django resolves a filter's EXISTS against its query again at every compile (a clone
+    of the whole nested subquery, every level), which costs more than running most of
+    the gate's statements. Once resolved into a query of a model, resolving it into a
+    query of the same model whose aliases cannot clash with its own gives the same
+    expression, so it is kept as it is; and its SQL, compiled once per database (on a
+    private copy: compiling touches the query's alias counts, and a kept statement may
+    be compiled by two threads at once), is reused. Any relabelling (the statement used
+    inside another, combined with another) works on a copy, which compiles afresh; a
+    query of another model, or one whose aliases could clash, gets Django's own
+    resolution. The SQL is exactly Django's (tests/memories/test_retrieval.py and
+    tests/circles/test_share_counts.py compare kept statements with fresh compiles).
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._resolved_into = None
+        self._sql: dict[str, tuple[str, tuple]] = {}
+
+    def copy(self):
+        clone = super().copy()
+        clone._sql = {}
+        return clone
+
+    def resolve_expression(self, query=None, *args, **kwargs):
+        if (
+            self._resolved_into is not None
+            and query is not None
+            and query.model is self._resolved_into
+            and query.alias_prefix != self.query.alias_prefix
+        ):
+            return self
+        resolved = super().resolve_expression(query, *args, **kwargs)
+        # Into the query it is a condition of: resolving it again into an enclosing
+        # query's (Django does so as the subquery it stands in is resolved) changes no
+        # alias it was given there.
+        resolved._resolved_into = self._resolved_into or getattr(query, "model", None)
+        return resolved
+
+    def as_sql(self, compiler, connection, template=None, **extra_context):
+        if self._resolved_into is None or template is not None or extra_context:
+            return super().as_sql(compiler, connection, template=template, **extra_context)
+        compiled = self._sql.get(connection.alias)
+        if compiled is None:
+            sql, params = Exists.as_sql(self.copy(), compiler, connection)
+            compiled = self._sql[connection.alias] = (sql, tuple(params))
+        return compiled
+
+
+class _ExistsPerRow(_Exists):
     """EXISTS that PostgreSQL decides row by row (a subplan probed per memory), never as a join.
 
     OFFSET 0 keeps the planner from pulling the subquery up into an anti-join
@@ -99,7 +150,7 @@ def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: boo
     # join and the memory would show.
     granted_person = Person.objects.filter(pk=OuterRef("person_id"), consent_status=ConsentStatus.GRANTED)
     ungranted_participant = MemoryParticipant.objects.filter(
-        ~Exists(granted_person), memory_id=OuterRef("pk")
+        ~_Exists(granted_person), memory_id=OuterRef("pk")
     )
     granted_source = Person.objects.filter(
         pk=OuterRef("source_person_id"), consent_status=ConsentStatus.GRANTED
@@ -110,15 +161,15 @@ def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: boo
     granted_self = Person.objects.filter(
         owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
     )
-    participant_check = Exists if whole_journal else _ExistsPerRow
+    participant_check = _Exists if whole_journal else _ExistsPerRow
     rules = [
         ~participant_check(ungranted_participant),
         # Self first: one probe per statement (an InitPlan) that, granted as it
         # usually is, settles the OR for every row. With the other arm first,
         # PostgreSQL may hash every participant id of the table before the first
         # row (an agent's page of 20 at 110,000 participants: 36 ms instead of ~2).
-        Exists(granted_self) | Exists(any_participant),
-        Q(source_person__isnull=True) | Exists(granted_source),
+        _Exists(granted_self) | _Exists(any_participant),
+        Q(source_person__isnull=True) | _Exists(granted_source),
         # Now() is the transaction's clock, so every statement in one search agrees.
         Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),
         Q(owner_id=owner_id),
@@ -283,7 +334,7 @@ def _scope_sql(scope: QuerySet[Memory]) -> tuple[str, list]:
     return sql, list(params)
 
 
-def _granted_for(audience: str, person_ref: str) -> Exists:
+def _granted_for(audience: str, person_ref: str) -> _Exists:
     """EXISTS the person at `person_ref`, granted for `audience` (Self always is).
 
     A Self person counts as granted for every circle its owner shares into
@@ -295,7 +346,7 @@ def _granted_for(audience: str, person_ref: str) -> Exists:
     consent = PersonConsent.objects.filter(
         person_id=OuterRef("pk"), audience=audience, status=ConsentStatus.GRANTED
     )
-    return Exists(Person.objects.filter(Q(is_self=True) | Exists(consent), pk=OuterRef(person_ref)))
+    return _Exists(Person.objects.filter(Q(is_self=True) | _Exists(consent), pk=OuterRef(person_ref)))
 
 
 def circle_consent_blockers(memory: Memory, circle_id: uuid.UUID | str) -> list[tuple[Person, str]]:
@@ -396,7 +447,7 @@ def _circle_visible_built(
     ungranted_participant = MemoryParticipant.objects.filter(
         ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
     )
-    consented = Q(~Exists(ungranted_participant)) & (
+    consented = Q(~_Exists(ungranted_participant)) & (
         Q(source_person__isnull=True) | Q(_granted_for(audience, "source_person_id"))
     )
     members = CircleMembership.objects.filter(circle_id=circle_id)
@@ -412,7 +463,7 @@ def _circle_visible_built(
     ]
     if not assume_shared:
         conditions.insert(
-            0, Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
+            0, _Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
         )
     alone = len(viewers) == 1 and not read_by_several
     # A person reading alone may read a sensitive memory about them; an agent only when cleared.
@@ -426,7 +477,7 @@ def _circle_visible_built(
         conditions.append(consented)
     for viewer_id in viewers:
         about_viewer = Q(
-            Exists(
+            _Exists(
                 MemoryParticipant.objects.filter(
                     memory_id=OuterRef("pk"), role=ParticipantRole.SUBJECT, person__linked_user_id=viewer_id
                 )
@@ -435,7 +486,7 @@ def _circle_visible_built(
         allowed = Q(sensitivity=Sensitivity.PUBLIC) | (Q(sensitivity=Sensitivity.PERSONAL) & about_viewer)
         if sensitive_passes:
             allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
-        conditions.append(Exists(members.filter(user_id=viewer_id)))
+        conditions.append(_Exists(members.filter(user_id=viewer_id)))
         if for_agent:
             # The viewer's own memory through an agent: the agents' rules for its owner
             # and the circle's consent, never the owner's shortcut (nor `allowed`, which
@@ -466,7 +517,7 @@ def circles_agents_may_read(owner_id: int) -> QuerySet:
     from circles.models import Circle, CircleMembership
 
     membership = CircleMembership.objects.filter(circle_id=OuterRef("pk"), user_id=owner_id)
-    return Circle.objects.filter(Exists(membership), agents_may_read=True)
+    return Circle.objects.filter(_Exists(membership), agents_may_read=True)
 
 
 def circle_members_who_would_see(
@@ -517,7 +568,7 @@ def memories_a_decision_covers(person: Person, circle_id: uuid.UUID | str | None
     )
     if circle_id is not None:
         involving = involving.filter(
-            Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
+            _Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
         )
     return involving.distinct()
 
