@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck
@@ -279,6 +280,33 @@ def kept_open_vectors(monkeypatch) -> list[tuple[int, bool]]:
 
     monkeypatch.setattr(knn_open, "_kept_open_neighbours", recorded)
     return tries
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_files_listed_once() -> Iterator[None]:
+    """Every test client loads the middleware afresh, and WhiteNoise then lists and stats every
+    static file of every app (about 240; 50-120 ms). The files do not change during a run, so
+    the first listing serves every later client: the same URLs, paths and headers."""
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    listings: dict[tuple, dict] = {}
+    list_files = WhiteNoiseMiddleware.add_files_from_finders
+
+    def listed_once(self) -> None:
+        from django.conf import settings
+
+        key = (self.static_prefix, tuple(map(str, settings.STATICFILES_DIRS)), tuple(settings.INSTALLED_APPS))
+        if key not in listings:
+            before = dict(self.files)
+            list_files(self)
+            listings[key] = {url: found for url, found in self.files.items() if before.get(url) is not found}
+        self.files.update(listings[key])
+
+    WhiteNoiseMiddleware.add_files_from_finders = listed_once
+    try:
+        yield
+    finally:
+        WhiteNoiseMiddleware.add_files_from_finders = list_files
 
 
 @pytest.fixture(autouse=True)
