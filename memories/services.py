@@ -363,7 +363,8 @@ def _memory_embeddings_store(
     # the newer vector. Returns the ids written, in claim order.
     table = Memory._meta.db_table
     as_vector = Memory._meta.get_field("embedding").get_prep_value
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        memories_lock_for_update(memory_id for memory_id, _, _ in claimed)
         cursor.execute(
             f"""
             UPDATE {table} AS memory
@@ -471,6 +472,23 @@ def memories_lock_for_reference(memory_ids: Iterable[uuid.UUID]) -> set[uuid.UUI
             [ids],
         )
         return {row[0] for row in cursor.fetchall()}
+
+
+def memories_lock_for_update(memory_ids: Iterable[uuid.UUID]) -> None:
+    """Lock these memories FOR NO KEY UPDATE, in id order, until the transaction ends.
+
+    Taken before every update of several memories' rows at once (a worker's batch):
+    a multi-row UPDATE locks its rows in whatever order it reads them, so two of them
+    over overlapping memories (edges stamped while embeddings are stored) could each
+    wait for a row the other holds, a deadlock. In one order, one simply waits.
+    """
+    ids = sorted(set(memory_ids))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {Memory._meta.db_table} WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                [ids],
+            )
 
 
 def memory_edges_refresh(*, memory_id: uuid.UUID) -> set[uuid.UUID]:
@@ -796,6 +814,7 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: b
             for memory_id in refreshed
             for kind, target_id, weight in kept[memory_id]
         )
+        memories_lock_for_update(refreshed)
         Memory.objects.filter(id__in=refreshed).update(edges_computed_at=timezone.now())
     if not neighbours:
         return set()
@@ -827,7 +846,9 @@ def memory_edges_refresh_many(
     # Its own statement, after the refreshes committed: never holds one memory's
     # lock while waiting on a neighbour's row. Rows already cleared are left alone: each
     # update of a memory's row writes a new version of it, in every index (HNSW too).
-    Memory.objects.filter(id__in=outside, edges_computed_at__isnull=False).update(edges_computed_at=None)
+    with transaction.atomic():
+        memories_lock_for_update(outside)
+        Memory.objects.filter(id__in=outside, edges_computed_at__isnull=False).update(edges_computed_at=None)
     return outside
 
 
