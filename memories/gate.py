@@ -80,8 +80,8 @@ class _Exists(Exists):
     be compiled by two threads at once), is reused. Any relabelling (the statement used
     inside another, combined with another) works on a copy, which compiles afresh; a
     query of another model, or one whose aliases could clash, gets Django's own
-    resolution. The SQL is exactly Django's (tests/memories/test_retrieval.py and
-    tests/circles/test_share_counts.py compare kept statements with fresh compiles).
+    resolution. The SQL is exactly Django's: tests/memories/test_gate_compile.py compiles
+    every variant of the gate, in every use, against Django's own Exists.
     """
 
     def __init__(self, *args, **kwargs):
