@@ -4,7 +4,7 @@ import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import TypedDict, Unpack
 
@@ -722,6 +722,24 @@ def _batch_shared_person_targets(
     return found
 
 
+# What a batch's memories add to a neighbour's lists: (the kind, the memory, its weight
+# for that neighbour: similarity and shared people are symmetric).
+Addition = tuple[str, uuid.UUID, float]
+
+# edges_computed_at of a memory whose own lists are right but whose neighbours' may
+# not be is NULL or older than its embedding: its refresh must look at its neighbours
+# (the sweep runs it so). A follow-up (a neighbour whose list went stale through
+# another's change) gets this instead: its refresh recomputes only its own lists, so
+# follow-ups never cascade.
+EDGES_FOLLOW_UP = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class BatchFollowUps:
+    recompute: set[uuid.UUID]  # neighbours whose lists only a search makes right
+    stale: set[uuid.UUID]  # every neighbour whose lists may have changed (merged or not)
+
+
 def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: bool = True) -> set[uuid.UUID]:
     """memory_edges_refresh for every memory of the batch, at once, in one transaction.
 
@@ -732,9 +750,22 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: b
     in id order. neighbours=False: the same rows, without finding the neighbours (an
     empty set; for follow-ups, which queue nothing further).
     """
+    return _edges_refresh_batch(memory_ids, neighbours=neighbours).stale
+
+
+def _edges_refresh_batch(
+    memory_ids: Sequence[uuid.UUID], *, neighbours: bool, done: frozenset[uuid.UUID] = frozenset()
+) -> BatchFollowUps:
+    """memory_edges_refresh_batch; with neighbours, their lists brought up to date in the same
+    transaction where a merge can (_edges_merge), the others returned to recompute.
+
+    `done`: memories whose lists are being refreshed by the same call (already with
+    these memories in view): left alone.
+    """
+    nothing = BatchFollowUps(recompute=set(), stale=set())
     ids = sorted(set(memory_ids))
     if not ids:
-        return set()
+        return nothing
     limit = settings.MEMORY_EDGES_SIMILAR_LIMIT
     minimum = settings.MEMORY_EDGES_SIMILAR_MIN_SIMILARITY
     with transaction.atomic():
@@ -751,7 +782,7 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: b
             .values_list("id", "owner_id", "embedded")
         )
         if not rows:
-            return set()  # deleted since the task was queued; their edges went with them
+            return nothing  # deleted since the task was queued; their edges went with them
         owners = {memory_id: owner_id for memory_id, owner_id, _ in rows}
         by_owner: dict[int, list[uuid.UUID]] = {}
         for memory_id, owner_id, embedded in rows:
@@ -792,7 +823,7 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: b
         )
         refreshed = [memory_id for memory_id in owners if memory_id in present]
         if not refreshed:
-            return set()
+            return nothing
         pointing_here = (
             set(
                 MemoryEdge.objects.filter(target_id__in=refreshed, kind__in=COMPUTED_EDGE_KINDS).values_list(
@@ -816,40 +847,175 @@ def memory_edges_refresh_batch(*, memory_ids: Sequence[uuid.UUID], neighbours: b
         )
         memories_lock_for_update(refreshed)
         Memory.objects.filter(id__in=refreshed).update(edges_computed_at=timezone.now())
-    if not neighbours:
-        return set()
-    pointed_to = {target_id for found in kept.values() for _, target_id, _ in found}
-    entered_lists = set().union(*(entered[memory_id] for memory_id in refreshed))
-    return (pointing_here | entered_lists | pointed_to) - set(refreshed)
+        if not neighbours:
+            return nothing
+        batch = set(refreshed)
+        pointed_to = {target_id for found in kept.values() for _, target_id, _ in found}
+        entered_lists = set().union(*(entered[memory_id] for memory_id in refreshed))
+        stale = (pointing_here | entered_lists | pointed_to) - batch
+        # A list that pointed at one of these (whose vector or people may have changed)
+        # needs a search; the others only gain these memories: merged now, in this
+        # transaction, so a worker that dies leaves both undone or both done.
+        additions: dict[uuid.UUID, list[Addition]] = {}
+        for memory_id in refreshed:
+            weights = dict(near.get(memory_id, []))
+            for other_id in entered[memory_id]:
+                additions.setdefault(other_id, []).append((EdgeKind.SIMILAR, memory_id, weights[other_id]))
+            for kind, other_id, weight in kept[memory_id]:
+                if kind == EdgeKind.SHARED_PERSON:
+                    additions.setdefault(other_id, []).append((kind, memory_id, weight))
+        skip = batch | done | pointing_here
+        recompute = (pointing_here - batch - done) | _edges_merge(
+            {other_id: found for other_id, found in additions.items() if other_id not in skip}
+        )
+    return BatchFollowUps(recompute=recompute, stale=stale)
 
 
 def memory_edges_refresh_many(
     *, memory_ids: Sequence[uuid.UUID], invalidate_neighbours: bool
 ) -> list[uuid.UUID]:
     """memory_edges_refresh for each id, in batches (memory_edges_refresh_batch); optionally
-    invalidate the neighbours' edges.
+    bring the neighbours' lists up to date.
 
-    With `invalidate_neighbours`, neighbours outside `memory_ids` get their
-    edges_computed_at cleared, so the sweep recomputes them even if no task does,
-    and their ids are returned for the caller to queue. Those follow-up refreshes
-    run without invalidating further: one hop, no cascade.
+    With `invalidate_neighbours`, a neighbour outside `memory_ids` whose list was
+    complete and only gains these memories has them merged into its list, in the
+    batch's transaction (_edges_merge: no search). The others (a list that pointed at
+    one of these, whose vector or people may have changed; a list not computed since
+    its own embedding; one being refreshed by another worker at that moment) are
+    marked follow-ups (EDGES_FOLLOW_UP), so the sweep recomputes them even if no
+    task does, and their ids are returned for the caller to queue. Follow-up
+    refreshes run without invalidating further: one hop, no cascade.
     """
-    neighbours: set[uuid.UUID] = set()
+    recompute: set[uuid.UUID] = set()
     ids = sorted(set(memory_ids))
+    done = frozenset(ids)
     for start in range(0, len(ids), EDGES_BATCH_MAX):
-        neighbours |= memory_edges_refresh_batch(
-            memory_ids=ids[start : start + EDGES_BATCH_MAX], neighbours=invalidate_neighbours
-        )
+        recompute |= _edges_refresh_batch(
+            ids[start : start + EDGES_BATCH_MAX], neighbours=invalidate_neighbours, done=done
+        ).recompute
     if not invalidate_neighbours:
         return []
-    outside = sorted(neighbours - set(memory_ids))
+    outside = sorted(recompute - done)
     # Its own statement, after the refreshes committed: never holds one memory's
-    # lock while waiting on a neighbour's row. Rows already cleared are left alone: each
-    # update of a memory's row writes a new version of it, in every index (HNSW too).
+    # lock while waiting on a neighbour's row. Only complete lists are marked: a NULL
+    # or older stamp already says more (the memory's own refresh, neighbours and all),
+    # and each update of a memory's row writes a new version of it, in every index.
     with transaction.atomic():
         memories_lock_for_update(outside)
-        Memory.objects.filter(id__in=outside, edges_computed_at__isnull=False).update(edges_computed_at=None)
+        Memory.objects.filter(_EDGES_COMPLETE, id__in=outside).update(edges_computed_at=EDGES_FOLLOW_UP)
     return outside
+
+
+# Its lists were computed since its own embedding, and are not a follow-up's to redo.
+_EDGES_COMPLETE = Q(edges_computed_at__gt=EDGES_FOLLOW_UP) & (
+    Q(embedded_at__isnull=True) | Q(edges_computed_at__gte=F("embedded_at"))
+)
+
+
+def _edges_merge(additions: dict[uuid.UUID, list[Addition]]) -> set[uuid.UUID]:
+    """Rank these memories into these neighbours' lists; returns the neighbours to recompute instead.
+
+    In the caller's transaction. A neighbour's `similar` list is its nearest
+    (similarity >= the minimum, by similarity then id), its `shared_person` list its
+    most people in common (then the most recent, then by id). If the list is
+    complete (_EDGES_COMPLETE), the new memories ranked with it give the list a
+    search would: the ones that rank in are written, the ones that do not dropped.
+    A neighbour whose list is not complete is returned: only a search makes it right.
+    So is one whose advisory lock another refresh holds now (tried, never waited
+    for: this transaction holds its own batch's locks, and waiting here could deadlock
+    with a refresh of that neighbour waiting for one of them).
+    """
+    ids = sorted(other_id for other_id, found in additions.items() if found)
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM unnest(%s::uuid[]) AS neighbour(id) "
+            "WHERE pg_try_advisory_xact_lock(hashtextextended('edges:' || id::text, 0))",
+            [ids],
+        )
+        locked = {row[0] for row in cursor.fetchall()}
+    complete = dict(
+        Memory.objects.filter(id__in=list(locked))
+        .annotate(complete=ExpressionWrapper(_EDGES_COMPLETE, output_field=BooleanField()))
+        .values_list("id", "complete")
+    )
+    # Gone ones need nothing.
+    recompute = (set(ids) - locked) | {
+        other_id for other_id, is_complete in complete.items() if not is_complete
+    }
+    merging = [other_id for other_id in ids if complete.get(other_id)]
+    if merging:
+        _edges_merge_write({other_id: additions[other_id] for other_id in merging})
+    return recompute
+
+
+def _edges_merge_write(additions: dict[uuid.UUID, list[Addition]]) -> None:
+    limits = {
+        EdgeKind.SIMILAR: settings.MEMORY_EDGES_SIMILAR_LIMIT,
+        EdgeKind.SHARED_PERSON: settings.MEMORY_EDGES_SHARED_PERSON_LIMIT,
+    }
+    lists: dict[tuple[uuid.UUID, str], dict[uuid.UUID, float]] = {}
+    for source_id, target_id, kind, weight in MemoryEdge.objects.filter(
+        source_id__in=list(additions), kind__in=COMPUTED_EDGE_KINDS
+    ).values_list("source_id", "target_id", "kind", "weight"):
+        lists.setdefault((source_id, kind), {})[target_id] = weight
+    added = {(other_id, kind) for other_id, found in additions.items() for kind, _, _ in found}
+    # Shared-person lists rank ties by date: the dates of what they hold and of what joins.
+    dated = {
+        target_id
+        for other_id, kind in added
+        if kind == EdgeKind.SHARED_PERSON
+        for target_id in lists.get((other_id, kind), {})
+    } | {
+        memory_id
+        for found in additions.values()
+        for kind, memory_id, _ in found
+        if kind == EdgeKind.SHARED_PERSON
+    }
+    occurred = {
+        memory_id: moment.timestamp()
+        for memory_id, moment in Memory.objects.filter(id__in=list(dated)).values_list("id", "occurred_at")
+    }
+    merged: dict[tuple[uuid.UUID, str], list[tuple[uuid.UUID, float]]] = {}
+    for other_id, kind in sorted(added):
+        before = lists.get((other_id, kind), {})
+        candidates = dict(before)
+        candidates.update(
+            (memory_id, weight) for added_kind, memory_id, weight in additions[other_id] if added_kind == kind
+        )
+        if kind == EdgeKind.SIMILAR:
+            order = sorted(candidates.items(), key=lambda item: (-item[1], item[0]))
+        else:
+            order = sorted(
+                candidates.items(), key=lambda item: (-item[1], -occurred.get(item[0], 0.0), item[0])
+            )
+        after = order[: limits[kind]]
+        if dict(after) != before:
+            merged[(other_id, kind)] = after
+    if not merged:
+        return
+    # What is written into a list must still exist (a deletion may be running).
+    present = memories_lock_for_reference(
+        [
+            *{other_id for other_id, _ in merged},
+            *(target_id for after in merged.values() for target_id, _ in after),
+        ]
+    )
+    owners = dict(Memory.objects.filter(id__in=list(present)).values_list("id", "owner_id"))
+    written = {key: after for key, after in merged.items() if key[0] in present}
+    for kind in COMPUTED_EDGE_KINDS:
+        MemoryEdge.objects.filter(
+            source_id__in=[key[0] for key in written if key[1] == kind], kind=kind
+        ).delete()
+    MemoryEdge.objects.bulk_create(
+        MemoryEdge(
+            owner_id=owners[other_id], source_id=other_id, target_id=target_id, kind=kind, weight=weight
+        )
+        for (other_id, kind), after in written.items()
+        for target_id, weight in after
+        if target_id in present
+    )
 
 
 def memory_refresh(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
@@ -871,7 +1037,8 @@ def memory_refresh(*, memory_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
 @dataclass(frozen=True)
 class SweepPlan:
     embed_batches: list[list[uuid.UUID]]
-    stale_edges: list[uuid.UUID]
+    stale_edges: list[uuid.UUID]  # own lists out of date: refreshed with their neighbours
+    follow_ups: list[uuid.UUID]  # a neighbour's change left them stale (EDGES_FOLLOW_UP): own lists only
 
 
 def memory_sweep_plan(*, batch_size: int, max_memories: int, grace: timedelta) -> SweepPlan:
@@ -889,12 +1056,16 @@ def memory_sweep_plan(*, batch_size: int, max_memories: int, grace: timedelta) -
         .order_by("updated_at")
         .values_list("id", flat=True)[:max_memories]
     )
-    stale_edges = list(
+    stale = list(
         Memory.objects.filter(embedded_at__isnull=False)
         .filter(Q(edges_computed_at__isnull=True) | Q(edges_computed_at__lt=F("embedded_at")))
         .filter(Q(embedded_at__lt=now - grace))
         .order_by("embedded_at")
-        .values_list("id", flat=True)[:max_memories]
+        .values_list("id", "edges_computed_at")[:max_memories]
     )
     batches = [to_embed[start : start + batch_size] for start in range(0, len(to_embed), batch_size)]
-    return SweepPlan(embed_batches=batches, stale_edges=stale_edges)
+    return SweepPlan(
+        embed_batches=batches,
+        stale_edges=[memory_id for memory_id, stamp in stale if stamp != EDGES_FOLLOW_UP],
+        follow_ups=[memory_id for memory_id, stamp in stale if stamp == EDGES_FOLLOW_UP],
+    )

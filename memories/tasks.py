@@ -194,9 +194,13 @@ def sweep() -> int:
     # What the sweep finds is a backlog (an import, a worker that was down): the bulk queue.
     for batch in plan.embed_batches:
         enqueue(embed_bulk, [str(memory_id) for memory_id in batch], expires=expires)
+    # A memory's own stale lists bring its neighbours' up to date too (a worker that died
+    # mid-refresh left both undone); a follow-up's refresh goes no further.
     for group in _groups(plan.stale_edges, settings.MEMORY_EDGES_BULK_BATCH_SIZE):
+        enqueue(compute_edges_bulk, group, True, expires=expires)
+    for group in _groups(plan.follow_ups, settings.MEMORY_EDGES_BULK_BATCH_SIZE):
         enqueue(compute_edges_bulk, group, False, expires=expires)
-    queued = sum(len(batch) for batch in plan.embed_batches) + len(plan.stale_edges)
+    queued = sum(len(batch) for batch in plan.embed_batches) + len(plan.stale_edges) + len(plan.follow_ups)
     if queued:
         logger.info("Sweep queued %d memories.", queued)
     return queued

@@ -26,6 +26,7 @@ import psycopg
 import pytest
 import redis
 from django.db import connection
+from django.db.models import F
 
 from memories.models import Memory
 from portability.models import ImportedItem, ImportJob, ImportStatus
@@ -96,7 +97,8 @@ def _all_embedded(owner) -> bool:
 
 
 def _all_with_edges(owner) -> bool:
-    return not Memory.objects.filter(owner=owner, edges_computed_at__isnull=True).exists()
+    # Computed since the embedding (a follow-up's mark, EDGES_FOLLOW_UP, is older).
+    return not Memory.objects.filter(owner=owner).exclude(edges_computed_at__gte=F("embedded_at")).exists()
 
 
 def _embedding_state(owner) -> dict:
@@ -105,7 +107,7 @@ def _embedding_state(owner) -> dict:
         "memories": memories.count(),
         "not embedded": memories.filter(embedded_at__isnull=True).count(),
         "claimed": memories.filter(embedding_claimed_at__isnull=False).count(),
-        "edges not computed": memories.filter(edges_computed_at__isnull=True).count(),
+        "edges not computed": memories.exclude(edges_computed_at__gte=F("embedded_at")).count(),
     }
 
 

@@ -111,9 +111,9 @@ def test_refresh_many_goes_through_the_batch_and_invalidates_outside_neighbours(
     first = ids[:10]
     outside = services.memory_edges_refresh_many(memory_ids=first, invalidate_neighbours=True)
     assert outside and not set(outside) & set(first)
-    assert set(Memory.objects.filter(edges_computed_at__isnull=True).values_list("pk", flat=True)) == set(
-        outside
-    )
+    # Marked follow-ups (their own lists only), not cleared (their neighbours' too).
+    marked = Memory.objects.filter(edges_computed_at=services.EDGES_FOLLOW_UP)
+    assert set(marked.values_list("pk", flat=True)) == set(outside)
 
 
 def test_a_deleted_memory_in_the_batch_is_skipped(alice):

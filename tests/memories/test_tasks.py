@@ -17,6 +17,7 @@ from config.celery import app as celery_app
 from memories import embeddings, tasks
 from memories.models import EdgeKind, Memory, MemoryEdge
 from memories.services import (
+    EDGES_FOLLOW_UP,
     ParticipantSpec,
     memory_create,
     memory_embed_batch,
@@ -192,8 +193,8 @@ def test_participant_edit_recomputes_shared_person_edges(alice):
     assert edited.embedded_at is not None  # text unchanged: vector kept
     tasks.compute_edges([str(edited.pk)], True)
     assert {target for target, _, _ in edges_of(edited)} == {str(with_carol.pk)}
-    # Bob's memory pointed at the edited one; its list is refreshed too.
-    assert Memory.objects.get(pk=with_bob.pk).edges_computed_at is None
+    # Bob's memory pointed at the edited one; its list is refreshed too (a follow-up).
+    assert Memory.objects.get(pk=with_bob.pk).edges_computed_at == EDGES_FOLLOW_UP
     tasks.compute_edges([str(with_bob.pk), str(with_carol.pk)], False)
     assert edges_of(with_bob) == set()
     assert {target for target, _, _ in edges_of(with_carol)} == {str(edited.pk)}
@@ -323,15 +324,20 @@ def test_sweep_task_queues_batches_by_id_on_the_bulk_queue(alice, settings, priv
 def test_sweep_queues_stale_edges_in_small_groups_on_the_bulk_queue(alice, settings, private_broker):
     settings.MEMORY_SWEEP_GRACE = 0
     settings.MEMORY_EDGES_BULK_BATCH_SIZE = 2
-    memories = [memory_create(owner=alice, body=f"Rowing practice {n}") for n in range(3)]
+    memories = [memory_create(owner=alice, body=f"Rowing practice {n}") for n in range(5)]
     refresh(*memories)
-    Memory.objects.filter(pk__in=[m.pk for m in memories]).update(edges_computed_at=None)
-    assert tasks.sweep() == 3
+    # Own lists out of date (never computed, or a worker died before its commit): refreshed
+    # with their neighbours. Follow-ups (a neighbour's change): their own lists only.
+    Memory.objects.filter(pk__in=[m.pk for m in memories[:3]]).update(edges_computed_at=None)
+    Memory.objects.filter(pk__in=[m.pk for m in memories[3:]]).update(edges_computed_at=EDGES_FOLLOW_UP)
+    assert tasks.sweep() == 5
     queued = queued_messages(private_broker, "embeddings_bulk")
     assert [(name, len(args[0]), args[1]) for name, args in queued] == [
+        ("memories.compute_edges_bulk", 2, True),
+        ("memories.compute_edges_bulk", 1, True),
         ("memories.compute_edges_bulk", 2, False),
-        ("memories.compute_edges_bulk", 1, False),
     ]
+    assert {memory_id for _, args in queued[2:] for memory_id in args[0]} == {str(m.pk) for m in memories[3:]}
 
 
 def test_saves_inside_embeddings_in_bulk_are_queued_as_batches_on_the_bulk_queue(
