@@ -864,11 +864,52 @@ def _edges_refresh_batch(
             for kind, other_id, weight in kept[memory_id]:
                 if kind == EdgeKind.SHARED_PERSON:
                     additions.setdefault(other_id, []).append((kind, memory_id, weight))
-        skip = batch | done | pointing_here
-        recompute = (pointing_here - batch - done) | _edges_merge(
+        # Of the lists that pointed here, only those whose entry no longer holds (the
+        # memory's vector or people changed since) need a search.
+        outdated = _lists_out_of_date(refreshed, outside=batch | done)
+        skip = batch | done | outdated
+        recompute = outdated | _edges_merge(
             {other_id: found for other_id, found in additions.items() if other_id not in skip}
         )
     return BatchFollowUps(recompute=recompute, stale=stale)
+
+
+def _lists_out_of_date(memory_ids: list[uuid.UUID], *, outside: set[uuid.UUID]) -> set[uuid.UUID]:
+    """The memories (not in `outside`) whose `similar` or `shared_person` list holds one of
+    these with a weight it no longer has: a similarity of the two vectors now, the people
+    (the owner's Self not counted) they now have in common.
+
+    An entry that still holds was computed from the memory as it is: the list needs
+    nothing on its account (an import's memories are often in older lists before their
+    own lists are computed, as soon as they are embedded). One whose weight moved
+    may have to give its place to a memory the list does not hold: only a search
+    finds it.
+    """
+    edge, memory = MemoryEdge._meta.db_table, Memory._meta.db_table
+    participant, person = MemoryParticipant._meta.db_table, Person._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT DISTINCT edge.source_id
+              FROM {edge} AS edge
+              JOIN {memory} AS source ON source.id = edge.source_id
+              JOIN {memory} AS target ON target.id = edge.target_id
+             WHERE edge.target_id = ANY(%s) AND NOT edge.source_id = ANY(%s)
+               AND CASE WHEN edge.kind = %s THEN
+                        source.embedding IS NULL OR target.embedding IS NULL
+                        OR abs((1.0 - (source.embedding <=> target.embedding)) - edge.weight) > 1e-6
+                   ELSE edge.weight <> (
+                        SELECT count(*) FROM {participant} AS mine
+                          JOIN {participant} AS theirs ON theirs.person_id = mine.person_id
+                          JOIN {person} AS person ON person.id = mine.person_id
+                         WHERE mine.memory_id = edge.source_id AND theirs.memory_id = edge.target_id
+                           AND NOT person.is_self)
+                   END
+               AND edge.kind = ANY(%s)
+            """,
+            [list(memory_ids), list(outside), EdgeKind.SIMILAR, list(COMPUTED_EDGE_KINDS)],
+        )
+        return {row[0] for row in cursor.fetchall()}
 
 
 def memory_edges_refresh_many(

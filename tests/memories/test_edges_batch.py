@@ -109,6 +109,16 @@ def test_refresh_many_goes_through_the_batch_and_invalidates_outside_neighbours(
     assert _edge_rows() == computed
 
     first = ids[:10]
+    # Nothing changed: every list pointing at them still holds, nothing to recompute.
+    assert services.memory_edges_refresh_many(memory_ids=first, invalidate_neighbours=True) == []
+    assert _edge_rows() == computed
+    # Their vectors changed: the lists pointing at them are searched again.
+    rng = np.random.default_rng(5)
+    for memory_id in first:
+        vector = rng.standard_normal(384).astype(np.float32)
+        Memory.objects.filter(pk=memory_id, embedding__isnull=False).update(
+            embedding=vector / np.linalg.norm(vector), embedded_at=timezone.now()
+        )
     outside = services.memory_edges_refresh_many(memory_ids=first, invalidate_neighbours=True)
     assert outside and not set(outside) & set(first)
     # Marked follow-ups (their own lists only), not cleared (their neighbours' too).
