@@ -938,13 +938,16 @@ def memory_edges_refresh_many(
         return []
     outside = sorted(recompute - done)
     # Its own statement, after the refreshes committed: never holds one memory's
-    # lock while waiting on a neighbour's row. Only complete lists are marked: a NULL
-    # or older stamp already says more (the memory's own refresh, neighbours and all),
-    # and each update of a memory's row writes a new version of it, in every index.
+    # lock while waiting on a neighbour's row. Only complete lists are marked and
+    # returned: a NULL or older stamp says the memory's own refresh is still to come
+    # (queued with its embedding, or the sweep's), neighbours and all; queueing a
+    # follow-up too would search twice. (And each update of a memory's row writes a
+    # new version of it, in every index.)
     with transaction.atomic():
         memories_lock_for_update(outside)
-        Memory.objects.filter(_EDGES_COMPLETE, id__in=outside).update(edges_computed_at=EDGES_FOLLOW_UP)
-    return outside
+        marked = list(Memory.objects.filter(_EDGES_COMPLETE, id__in=outside).values_list("id", flat=True))
+        Memory.objects.filter(id__in=marked).update(edges_computed_at=EDGES_FOLLOW_UP)
+    return sorted(marked)
 
 
 # Its lists were computed since its own embedding, and are not a follow-up's to redo.

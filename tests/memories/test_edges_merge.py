@@ -85,23 +85,27 @@ def test_batches_merged_into_older_lists_equal_a_refresh_from_scratch(alice, sea
     assert _edge_rows() == merged
 
 
-def test_a_list_not_computed_since_its_embedding_is_searched_again(alice):
+def test_a_list_not_computed_since_its_embedding_is_left_to_its_own_refresh(alice):
     rng = np.random.default_rng(8)
     people = [person_create(owner=alice, display_name=f"Friend {n}") for n in range(8)]
     old = _add(alice, people, rng, 20, 0)
     services.memory_edges_refresh_many(memory_ids=old, invalidate_neighbours=False)
-    # Its vector changed after its lists were computed: its lists are not complete.
+    # Its vector changed after its lists were computed: its lists are not complete, and
+    # its own refresh (queued with its embedding, or the sweep's) is still to come.
     stale = old[3]
     Memory.objects.filter(pk=stale).update(embedded_at=timezone.now())
+    before = set(MemoryEdge.objects.filter(source_id=stale).values_list("target_id", "kind", "weight"))
 
     new = _add(alice, people, rng, 6, 20)
-    outside = services.memory_edges_refresh_many(memory_ids=new, invalidate_neighbours=True)
-    assert stale in outside
-    # Still older than its embedding: the sweep refreshes it, its neighbours too.
+    # Nothing merged into it, no follow-up queued for it: its own refresh searches.
+    assert services.memory_edges_refresh_many(memory_ids=new, invalidate_neighbours=True) == []
+    assert (
+        set(MemoryEdge.objects.filter(source_id=stale).values_list("target_id", "kind", "weight")) == before
+    )
     memory = Memory.objects.get(pk=stale)
     assert memory.edges_computed_at < memory.embedded_at
-    # The complete ones were merged, not returned.
-    assert set(outside) <= {stale}
+    plan = services.memory_sweep_plan(batch_size=10, max_memories=100, grace=timezone.timedelta(0))
+    assert plan.stale_edges == [stale] and plan.follow_ups == []
 
 
 def test_lists_that_pointed_at_a_changed_memory_are_searched_again(alice):

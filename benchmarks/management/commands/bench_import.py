@@ -1,6 +1,6 @@
 """How fast a Day One import becomes fully searchable: parsed, saved, embedded, edges computed.
 
-    python manage.py bench_import [--entries 10000] [--seed 7] [--keep] [--progress 10]
+    python manage.py bench_import [--entries 10000] [--seed 7] [--keep] [--progress 10] [--worker N]
 
 Generates a Day One JSON export of --entries entries (journal-like text on a few dozen
 subjects, names in it, some tags), then imports it as the product does: import_start
@@ -15,20 +15,32 @@ Prints entries/s for parsing, saving (the import batches without the tasks they 
 embedding and edges, the total time, a progress line every --progress seconds, and the
 load average before and after. The bench user (bench_import) is deleted first and, unless
 --keep, afterwards.
+
+--worker N runs the tasks in a real Celery worker instead, as `make run` (N = 1) or
+docker-compose (N = 2) starts it: `celery worker --concurrency N --queues
+celery,embeddings_bulk`, on a broker database of the bench's own (Valkey database 14 of
+the configured server, emptied first). The stages then overlap in N processes, so
+each is given as the moment its last memory was done (the rows' own timestamps).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, Max, Q
+from django.utils import timezone
 
 from benchmarks.seeding import _own_self, bench_user, delete_bench_users
 from benchmarks.timing import cpu_count, load_average
@@ -160,14 +172,34 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines")
         parser.add_argument("--keep", action="store_true", help="keep the bench user and its memories")
+        parser.add_argument(
+            "--worker",
+            type=int,
+            default=0,
+            metavar="N",
+            help="run the tasks in a real Celery worker of N processes (0: eagerly in this process)",
+        )
+        parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait with --worker")
 
-    def handle(self, *args, entries: int, seed: int, progress: float, keep: bool, **options) -> None:
-        from config.celery import app
-
+    def handle(
+        self, *args, entries: int, seed: int, progress: float, keep: bool, worker: int, **options
+    ) -> None:
+        if worker < 0:
+            raise CommandError("--worker takes a number of processes (0: eagerly in this process).")
         delete_bench_users(OWNER)
         owner = bench_user(OWNER)
         _own_self(owner)
         content = dayone_export(entries=entries, seed=seed)
+        if worker:
+            self._with_worker(owner, content, entries, worker, progress, options["timeout"])
+        else:
+            self._eagerly(owner, content, entries, progress)
+        if not keep:
+            delete_bench_users(OWNER)
+
+    def _eagerly(self, owner, content: bytes, entries: int, progress: float) -> None:
+        from config.celery import app
+
         started = time.perf_counter()
         encoder = embeddings._load_model()
         encoder.encode(["warm-up"])  # the model load is not part of the import
@@ -231,8 +263,73 @@ class Command(BaseCommand):
         self.stdout.write(f"load after: {load_average()}")
         if job.status != ImportStatus.DONE or counts["searchable"] != entries:
             self.stderr.write("Not every entry became searchable: see the counts above.")
-        if not keep:
-            delete_bench_users(OWNER)
+
+    def _with_worker(
+        self, owner, content: bytes, entries: int, processes: int, progress: float, timeout: float
+    ) -> None:
+        from config.celery import app
+
+        broker = bench_broker_url(settings.CELERY_BROKER_URL)
+        import redis
+
+        redis.Redis.from_url(broker).flushdb()  # the bench's own database: nothing queued from before
+        process = start_worker(broker, processes)
+        was_broker = app.conf.broker_url
+        try:
+            app.conf.broker_url = broker
+            wait_for_worker(app, process)
+            self.stdout.write(
+                f"bench_import: {entries} Day One entries ({len(content) / 1024:.0f} KB); a Celery worker of "
+                f"{processes} process(es) on queues celery,embeddings_bulk (broker {broker}); "
+                f"{cpu_count()} CPUs; load {load_average()}"
+            )
+            self.stdout.flush()
+            started, began = time.perf_counter(), timezone.now()
+            job = import_services.import_start(owner=owner, filename="dayone-bench.json", content=content)
+            next_line = started + progress
+            while True:
+                time.sleep(0.5)
+                counts = searchable_counts(owner.pk)
+                now = time.perf_counter()
+                if counts["searchable"] == entries or now - started > timeout:
+                    break
+                if now >= next_line:
+                    next_line += progress
+                    self.stdout.write(
+                        f"  {now - started:6.0f}s: {counts['total']} of {entries} saved, "
+                        f"{counts['embedded']} embedded, {counts['searchable']} with edges; "
+                        f"load {load_average()}"
+                    )
+                    self.stdout.flush()
+            total = time.perf_counter() - started
+        finally:
+            app.conf.broker_url = was_broker
+            stop_worker(process)
+        job = ImportJob.objects.get(pk=job.pk)
+        last = Memory.objects.filter(owner=owner).aggregate(
+            saved=Max("created_at"), embedded=Max("embedded_at"), edges=Max("edges_computed_at")
+        )
+
+        def at(moment) -> str:
+            if moment is None:
+                return "n/a"
+            seconds = (moment - began).total_seconds()
+            return f"{seconds:6.1f}s ({entries / seconds:4.0f} entries/s)"
+
+        self.stdout.write(
+            f"import: {job.get_status_display()}, {job.imported} imported, {job.skipped_count} skipped"
+        )
+        self.stdout.write(f"  last saved:      {at(last['saved'])}")
+        self.stdout.write(f"  last embedded:   {at(last['embedded'])}")
+        self.stdout.write(f"  last edges:      {at(last['edges'])}")
+        self.stdout.write(
+            f"fully searchable: {counts['searchable']} of {counts['total']} memories "
+            f"({counts['embedded']} embedded) in {total:.1f}s = {entries / total:.0f} entries/s overall; "
+            f"goal <= 180s: {'met' if total <= 180 and counts['searchable'] == entries else 'NOT met'}"
+        )
+        self.stdout.write(f"load after: {load_average()}")
+        if job.status != ImportStatus.DONE or counts["searchable"] != entries:
+            self.stderr.write("Not every entry became searchable: see the counts above.")
 
     def _report(self, owner_id: int, entries: int, every: float, stop: threading.Event) -> None:
         started = time.perf_counter()
@@ -245,3 +342,45 @@ class Command(BaseCommand):
                 )
         finally:
             connection.close()  # this thread's own connection
+
+
+def bench_broker_url(url: str) -> str:
+    """The configured Valkey server, database 14: the bench's own broker."""
+    base, _, last = url.rstrip("/").rpartition("/")
+    return f"{base}/14" if last.isdigit() else f"{url.rstrip('/')}/14"
+
+
+def start_worker(broker: str, processes: int) -> subprocess.Popen:
+    """`celery worker` as make run and docker-compose start it, in its own process group."""
+    environment = {**os.environ, "REDIS_URL": broker, "CELERY_TASK_ALWAYS_EAGER": "false"}
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "config", "worker", "-l", os.environ.get("BENCH_WORKER_LOG", "warning"),
+            "--concurrency", str(processes), "--queues", "celery,embeddings_bulk",
+        ],
+        cwd=settings.BASE_DIR,
+        env=environment,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for_worker(app, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CommandError(f"The worker exited ({process.returncode}) before it answered.")
+        if app.control.ping(timeout=1.0):
+            return
+    stop_worker(process)
+    raise CommandError("The worker did not answer within two minutes.")
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)  # warm shutdown: the parent lets its children finish
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
