@@ -51,6 +51,11 @@ def _open_index_neighbours(
     a big owner's rows by owner_id and sorting them costs a full exact search).
     When fewer than `fetch` of those pass (the lifecycle's hidden memories, or few
     open rows at all), the scan that goes on until `fetch` pass runs after it.
+    Both with the planner's sorts off: a journal that is most of the table (one
+    person's instance) otherwise had its ~10,000 open rows read from
+    memory_gate_open_idx and sorted, where the HNSW index walks to the nearest few
+    (tests/memories/test_plans.py: 9,904 rows read against 44); the search's other
+    statements get them back (_sort_back_on).
 
     The index holds the open rows that are `indexed`; the ones a grant opened
     since the last memories.index_opened_gates run are searched exactly beside it
@@ -68,6 +73,7 @@ def _open_index_neighbours(
         ef_search=max(ef_search, candidates) if by_id else ef_search,
         max_scan_tuples=settings.OPEN_ANN_MAX_SCAN_TUPLES,
         backlog_of=owner_id if unindexed is None else None,
+        sort=False,
     )
     vector = knn._vector_text(embedding)
     rows: list[tuple[uuid.UUID, float]] = []
@@ -94,6 +100,7 @@ def _open_index_neighbours(
         )
     if unindexed is None:
         unindexed = backlog()  # read after the index statement: it went with it (_set_hnsw)
+    statements._sort_back_on()
     if unindexed:
         rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
     return knn._by_distance(rows)[:fetch]

@@ -399,12 +399,16 @@ def _fetch_prepared(sql: str, params: Sequence, *, prepared: bool = True) -> lis
 
 
 def _set_hnsw(
-    *, ef_search: int, max_scan_tuples: int, backlog_of: int | None = None
+    *, ef_search: int, max_scan_tuples: int, backlog_of: int | None = None, sort: bool = True
 ) -> Callable[[], bool | None]:
     """SET LOCAL the HNSW scan's settings (ANN_SCAN_MEM_MULTIPLIER too); with `backlog_of` (an
     owner id), also ask whether that owner has open rows waiting for the agents' index
     (_open_hint's probe). Returns a function that gives that answer (None when not asked):
     read it after the index statement.
+
+    sort=False also turns the planner's sorts off (enable_sort) until _sort_back_on():
+    for an index statement whose planner would otherwise read and sort every row the
+    index could have walked to (see knn_open._open_index_neighbours).
 
     One statement for the settings (each costs ~0.2 ms on its own), the search
     transaction's own when this is its first statement (_SearchSettings), and the
@@ -418,7 +422,9 @@ def _set_hnsw(
     sql = (
         f"SELECT {probe}, set_config('hnsw.iterative_scan', 'relaxed_order', true), "
         "set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true), "
-        "set_config('hnsw.scan_mem_multiplier', %s, true)" + (f", {first}" if first else "")
+        "set_config('hnsw.scan_mem_multiplier', %s, true)"
+        + ("" if sort else ", set_config('enable_sort', 'off', true)")
+        + (f", {first}" if first else "")
     )
     params = [
         *([backlog_of] if backlog_of is not None else []),
@@ -441,3 +447,15 @@ def _set_hnsw(
         cursor.execute(sql, params)
         found = cursor.fetchone()[0]
     return lambda: found
+
+
+def _sort_back_on() -> None:
+    """Undo _set_hnsw(sort=False) for the rest of the search's transaction (its other
+    statements, and a caller's transaction around it): RESET, the server's own value.
+    Pipelined, it goes with the next statement (or the COMMIT) at no round trip of its own."""
+    search_settings = getattr(_SEARCH_SETTINGS, "current", None)
+    if search_settings is not None and search_settings.pipelined and not search_settings.committed:
+        search_settings.hold("RESET enable_sort")
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("RESET enable_sort")

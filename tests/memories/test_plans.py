@@ -347,20 +347,23 @@ def _circle_search(world: World, query: str = "time people") -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="With one owner in the table the planner ranks all ~10,000 open gate rows (a sort over "
-    "memory_gate_open_idx) instead of walking memory_gate_open_hnsw (docs/performance.md, Plan guards).",
-)
 def test_agents_knn_walks_the_open_gate_index(big):
+    # With one owner in the table (one person's instance) and sorting allowed, the planner
+    # read all ~10,000 open gate rows from memory_gate_open_idx and sorted them; the
+    # search turns sorting off for its index statements (knn_open._open_index_neighbours).
     with sent_statements() as sent:
         _agents_search(big)
     statement, settings_ = the_statement(
         sent, "FROM memories_memorygate", "ORDER BY embedding <=> %s::halfvec"
     )
+    assert any("'enable_sort', 'off'" in setting.sql for setting in settings_)
     for plan in plans_of(statement, settings_):
         assert "memory_gate_open_hnsw" in plan.indexes(), plan.scans()
         assert_bounded(plan)
+    # And only for them: the rest of the transaction sorts again.
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone() == ("on",)
 
 
 def test_owner_knn_walks_the_memory_index(big):
