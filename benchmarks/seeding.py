@@ -206,6 +206,7 @@ def seed_owner(
     same_text = not Memory.objects.filter(owner=user).exclude(embedding_model=text.marker).exists()
     if len(people) == BUCKETS and existing == memory_count and same_text:
         out.write(f"  reusing {existing} memories of {username}")
+        restore_missing_indexes(bulk)
         _own_self(user)
         _index_open_rows(bulk, user.pk)
         return SeededOwner(user.pk, [person.pk for person in people], existing)
@@ -337,6 +338,24 @@ class BulkLoad:
     def __exit__(self, *exc) -> None:
         if self.definitions:
             build_indexes(self.definitions, self.out)
+
+
+def restore_missing_indexes(bulk: BulkLoad) -> None:
+    """An index a bench dropped to load faster and never built again (it was stopped
+    mid-build): built again from the model's definition, with the others BulkLoad builds."""
+    from django.apps import apps
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+        present = {row[0] for row in cursor.fetchall()}
+    for model in (apps.get_model("memories", "Memory"), apps.get_model("memories", "MemoryGate")):
+        for index in model._meta.indexes:
+            if index.name in present or index.name in bulk.dropped:
+                continue
+            with connection.schema_editor(collect_sql=True) as editor:
+                editor.add_index(model, index)
+            bulk.dropped.add(index.name)
+            bulk.definitions += [str(sql).rstrip(";").replace('"', "") for sql in editor.collected_sql]
 
 
 def drop_indexes(names: tuple[str, ...]) -> list[str]:

@@ -353,9 +353,10 @@ def bench_broker_url(url: str) -> str:
 def start_worker(broker: str, processes: int) -> subprocess.Popen:
     """`celery worker` as make run and docker-compose start it, in its own process group."""
     environment = {**os.environ, "REDIS_URL": broker, "CELERY_TASK_ALWAYS_EAGER": "false"}
+    log_level = os.environ.get("BENCH_WORKER_LOG", "warning")  # info: every task's time
     return subprocess.Popen(
         [
-            sys.executable, "-m", "celery", "-A", "config", "worker", "-l", os.environ.get("BENCH_WORKER_LOG", "warning"),
+            sys.executable, "-m", "celery", "-A", "config", "worker", "-l", log_level,
             "--concurrency", str(processes), "--queues", "celery,embeddings_bulk",
         ],
         cwd=settings.BASE_DIR,
