@@ -13,6 +13,7 @@ from django.core.management import call_command
 from benchmarks.management.commands.bench_import import OWNER, dayone_export
 from config.celery import app
 from memories.models import Memory
+from tests.conftest import SECOND_OWN_DB, broker_url_with_db, suite_redis_db
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +41,18 @@ def test_bench_import_makes_every_entry_searchable_prints_each_stage_and_cleans_
     assert not get_user_model().objects.filter(username=OWNER).exists()
     assert not Memory.objects.filter(owner__username=OWNER).exists()
     assert app.conf.task_always_eager is eager_before
+
+
+def test_bench_import_with_a_real_worker_waits_for_it_and_gives_each_stage_its_last_moment(settings):
+    out, broker_before = StringIO(), app.conf.broker_url
+    broker = broker_url_with_db(settings.REDIS_URL, suite_redis_db(SECOND_OWN_DB))
+    call_command("bench_import", entries=30, progress=5, worker=1, broker=broker, timeout=240, stdout=out)
+    text = out.getvalue()
+
+    assert "a Celery worker of 1 process(es)" in text
+    for stage in ("saved", "embedded", "edges"):
+        assert re.search(rf"^  last {stage}: +[0-9.]+s \( *\d+ entries/s\)$", text, re.MULTILINE), text
+    assert re.search(r"^import: Done, 30 imported, 0 skipped$", text, re.MULTILINE), text
+    assert re.search(r"^fully searchable: 30 of 30 memories \(30 embedded\) in [0-9.]+s", text, re.MULTILINE)
+    assert not get_user_model().objects.filter(username=OWNER).exists()
+    assert app.conf.broker_url == broker_before

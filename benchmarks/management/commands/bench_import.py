@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from django.conf import settings
@@ -180,6 +181,9 @@ class Command(BaseCommand):
             help="run the tasks in a real Celery worker of N processes (0: eagerly in this process)",
         )
         parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait with --worker")
+        parser.add_argument(
+            "--broker", help="with --worker: the broker (emptied first); default: Valkey database 14"
+        )
 
     def handle(
         self, *args, entries: int, seed: int, progress: float, keep: bool, worker: int, **options
@@ -191,7 +195,8 @@ class Command(BaseCommand):
         _own_self(owner)
         content = dayone_export(entries=entries, seed=seed)
         if worker:
-            self._with_worker(owner, content, entries, worker, progress, options["timeout"])
+            broker = options["broker"] or bench_broker_url(settings.CELERY_BROKER_URL)
+            self._with_worker(owner, content, entries, worker, progress, options["timeout"], broker)
         else:
             self._eagerly(owner, content, entries, progress)
         if not keep:
@@ -245,32 +250,33 @@ class Command(BaseCommand):
         def rate(seconds: float) -> str:
             return f"{entries / seconds:8.0f} entries/s ({seconds:6.1f}s)" if seconds > 0 else "n/a"
 
-        self.stdout.write(
-            f"import: {job.get_status_display()}, {job.imported} imported, {job.skipped_count} skipped"
+        self._summary(
+            job,
+            counts,
+            entries,
+            total,
+            [
+                f"  parsing:   {rate(parsing)}  [import_start: read, validate, the job row]",
+                f"  saving:    {rate(saving)}  [the import batches: memory_create per entry]",
+                f"  embedding: {rate(embed.seconds)}  [{embed.memories} memories embedded]",
+                f"  edges:     {rate(edges.seconds)}  [{edges.memories} edge lists computed, "
+                f"{edges.memories - counts['total']} of them neighbours' follow-ups]",
+            ],
         )
-        self.stdout.write(f"  parsing:   {rate(parsing)}  [import_start: read, validate, the job row]")
-        self.stdout.write(f"  saving:    {rate(saving)}  [the import batches: memory_create per entry]")
-        self.stdout.write(f"  embedding: {rate(embed.seconds)}  [{embed.memories} memories embedded]")
-        self.stdout.write(
-            f"  edges:     {rate(edges.seconds)}  [{edges.memories} edge lists computed, "
-            f"{edges.memories - counts['total']} of them neighbours' follow-ups]"
-        )
-        self.stdout.write(
-            f"fully searchable: {counts['searchable']} of {counts['total']} memories "
-            f"({counts['embedded']} embedded) in {total:.1f}s = {entries / total:.0f} entries/s overall; "
-            f"goal <= 180s: {'met' if total <= 180 and counts['searchable'] == entries else 'NOT met'}"
-        )
-        self.stdout.write(f"load after: {load_average()}")
-        if job.status != ImportStatus.DONE or counts["searchable"] != entries:
-            self.stderr.write("Not every entry became searchable: see the counts above.")
 
     def _with_worker(
-        self, owner, content: bytes, entries: int, processes: int, progress: float, timeout: float
+        self,
+        owner,
+        content: bytes,
+        entries: int,
+        processes: int,
+        progress: float,
+        timeout: float,
+        broker: str,
     ) -> None:
-        from config.celery import app
-
-        broker = bench_broker_url(settings.CELERY_BROKER_URL)
         import redis
+
+        from config.celery import app
 
         redis.Redis.from_url(broker).flushdb()  # the bench's own database: nothing queued from before
         process = start_worker(broker, processes)
@@ -316,12 +322,24 @@ class Command(BaseCommand):
             seconds = (moment - began).total_seconds()
             return f"{seconds:6.1f}s ({entries / seconds:4.0f} entries/s)"
 
+        self._summary(
+            job,
+            counts,
+            entries,
+            total,
+            [
+                f"  last saved:      {at(last['saved'])}",
+                f"  last embedded:   {at(last['embedded'])}",
+                f"  last edges:      {at(last['edges'])}",
+            ],
+        )
+
+    def _summary(self, job, counts: dict, entries: int, total: float, stages: list[str]) -> None:
         self.stdout.write(
             f"import: {job.get_status_display()}, {job.imported} imported, {job.skipped_count} skipped"
         )
-        self.stdout.write(f"  last saved:      {at(last['saved'])}")
-        self.stdout.write(f"  last embedded:   {at(last['embedded'])}")
-        self.stdout.write(f"  last edges:      {at(last['edges'])}")
+        for line in stages:
+            self.stdout.write(line)
         self.stdout.write(
             f"fully searchable: {counts['searchable']} of {counts['total']} memories "
             f"({counts['embedded']} embedded) in {total:.1f}s = {entries / total:.0f} entries/s overall; "
@@ -353,6 +371,13 @@ def bench_broker_url(url: str) -> str:
 def start_worker(broker: str, processes: int) -> subprocess.Popen:
     """`celery worker` as make run and docker-compose start it, in its own process group."""
     environment = {**os.environ, "REDIS_URL": broker, "CELERY_TASK_ALWAYS_EAGER": "false"}
+    # The database this process uses (a test's, or the one KEEPSAKE_DATABASE_NAME names).
+    database = connection.settings_dict["NAME"]
+    if os.environ.get("DATABASE_URL"):
+        address = urlsplit(os.environ["DATABASE_URL"])
+        environment["DATABASE_URL"] = urlunsplit(address._replace(path=f"/{database}"))
+    else:
+        environment["KEEPSAKE_DATABASE_NAME"] = database
     log_level = os.environ.get("BENCH_WORKER_LOG", "warning")  # info: every task's time
     return subprocess.Popen(
         [
