@@ -26,6 +26,14 @@ def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction(
     text = out.getvalue()
 
     assert "One consent change for a person in" in text
+    # The first search after the process starts, and after each change, apart from the steady state.
+    assert re.search(
+        r"^First search in this process: the owner's kNN [0-9.]+ ms, hybrid [0-9.]+ ms", text, re.M
+    )
+    for fraction in ("0.50", "0.99"):
+        assert re.search(rf"^\s*{fraction} the agents' first kNN after the change: [0-9.]+ ms", text, re.M), (
+            text
+        )
     rows = {
         (match["fraction"], match["label"].strip()): match
         for match in re.finditer(
