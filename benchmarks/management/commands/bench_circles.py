@@ -86,7 +86,9 @@ def _share(circle: Circle, owner_id: int, count: int, rng: np.random.Generator, 
     return len(picked)
 
 
-def _set_consented_fraction(circle: Circle, bucket_person_ids: list, fraction: float) -> None:
+def _set_consented_fraction(
+    circle: Circle, bucket_person_ids: list, fraction: float, *, vacuum: bool
+) -> None:
     granted = round(fraction * BUCKETS)
     PersonConsent.objects.filter(audience=circle.audience).delete()
     PersonConsent.objects.bulk_create(
@@ -98,10 +100,14 @@ def _set_consented_fraction(circle: Circle, bucket_person_ids: list, fraction: f
         for index, person_id in enumerate(bucket_person_ids)
     )
     with connection.cursor() as cursor:
-        # The triggers rewrote the shares' counts in bulk: what autovacuum would do
-        # next (statistics for the planner, dead rows out of the indexes).
         cursor.execute("ANALYZE people_personconsent")
-        cursor.execute("VACUUM ANALYZE circles_memoryshare")
+        # The triggers rewrote the shares' counts in bulk: what autovacuum would do
+        # next (statistics for the planner, dead rows out of the indexes, the visibility
+        # map index-only scans read). --no-vacuum measures before it has.
+        if vacuum:
+            cursor.execute("VACUUM (ANALYZE, INDEX_CLEANUP ON) circles_memoryshare")
+        else:
+            cursor.execute("ANALYZE circles_memoryshare")
 
 
 class Command(BaseCommand):
@@ -113,6 +119,12 @@ class Command(BaseCommand):
         parser.add_argument("--members", type=int, default=30)
         parser.add_argument("--consented", default="0.1,0.5,0.9", help="fractions granted for the circle")
         parser.add_argument("--queries", type=int, default=100)
+        parser.add_argument(
+            "--no-vacuum",
+            dest="vacuum",
+            action="store_false",
+            help="measure right after each consent change, before any vacuum of the shares",
+        )
         parser.add_argument("--limit", type=int, default=10)
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument(
@@ -155,6 +167,11 @@ class Command(BaseCommand):
             f"{shared} shared into the circle (public). Measured as a member who is not the owner.\n"
             f"{len(queries)} queries, k={limit}. Latency excludes embedding the query.\n"
             f"Load average before measuring: {load_average()}\n"
+            + (
+                "Measured after VACUUM of the shares following each consent change.\n"
+                if options["vacuum"]
+                else "Measured right after each consent change: no vacuum of the shares (--no-vacuum).\n"
+            )
         )
         self.stdout.write(f"{'consented':>9} {'query':<24} {latency_recall_header()}")
 
@@ -220,7 +237,7 @@ class Command(BaseCommand):
             )
 
         for fraction in fractions:
-            _set_consented_fraction(circle, seeded.bucket_person_ids, fraction)
+            _set_consented_fraction(circle, seeded.bucket_person_ids, fraction, vacuum=options["vacuum"])
             settle(CIRCLE_PREWARMED)  # the flip rewrote the shares: written out, read back in
             measured = measure(knn, queries)
             truth = measure(exact, queries)
