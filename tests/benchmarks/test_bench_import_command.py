@@ -46,6 +46,8 @@ def test_bench_import_makes_every_entry_searchable_prints_each_stage_and_cleans_
 def test_bench_import_with_a_real_worker_waits_for_it_and_gives_each_stage_its_last_moment(settings):
     out, broker_before = StringIO(), app.conf.broker_url
     broker = broker_url_with_db(settings.REDIS_URL, suite_redis_db(SECOND_OWN_DB))
+    # As earlier tests leave it: the app's connection pool open on the suite's broker.
+    app.pool.acquire(block=True).release()
     call_command("bench_import", entries=30, progress=5, worker=1, broker=broker, timeout=240, stdout=out)
     text = out.getvalue()
 

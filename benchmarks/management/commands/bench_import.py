@@ -283,7 +283,7 @@ class Command(BaseCommand):
         was_broker = app.conf.broker_url
         try:
             app.conf.broker_url = broker
-            wait_for_worker(app, process)
+            wait_for_worker(broker, process)
             self.stdout.write(
                 f"bench_import: {entries} Day One entries ({len(content) / 1024:.0f} KB); a Celery worker of "
                 f"{processes} process(es) on queues celery,embeddings_bulk (broker {broker}); "
@@ -390,13 +390,22 @@ def start_worker(broker: str, processes: int) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def wait_for_worker(app, process: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise CommandError(f"The worker exited ({process.returncode}) before it answered.")
-        if app.control.ping(timeout=1.0):
-            return
+def wait_for_worker(broker: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Until the worker answers a ping on `broker`. Asked by an app of its own: the project's
+    app may hold a connection pool open on the configured broker, and its control messages
+    would go there, whatever broker_url says now."""
+    from celery import Celery
+
+    probe = Celery("bench_import_probe", broker=broker, set_as_current=False)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise CommandError(f"The worker exited ({process.returncode}) before it answered.")
+            if probe.control.ping(timeout=1.0):
+                return
+    finally:
+        probe.close()
     stop_worker(process)
     raise CommandError("The worker did not answer within two minutes.")
 
