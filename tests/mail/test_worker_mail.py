@@ -59,6 +59,8 @@ def test_the_worker_sends_an_invitation_after_refusals_and_its_link_works(alice,
     assert response.status_code == 302 and family.invites.count() == 1  # the work is done, mail or not
 
     wait_until(lambda: smtp_server.to("bob@example.org"), what="the invitation to arrive")
+    # The server has the message before the worker records it as sent (its next statement).
+    wait_until(lambda: not OutgoingEmail.objects.filter(sent_at=None).exists(), what="the outbox to empty")
     email = OutgoingEmail.objects.get()
     assert email.sent_at is not None and email.attempts == 3 and "451" in email.last_error
     assert smtp_server.attempts == 3
