@@ -302,6 +302,18 @@ def _manage(*args: str) -> None:
     subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=True)
 
 
+def database_environment(name: str) -> dict[str, str]:
+    """The variables that point a child process (a worker, a server) at database `name` on the
+    server this one uses: DATABASE_URL with its path replaced when it is set, else
+    KEEPSAKE_DATABASE_NAME (a test's database, a bench's own)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if os.environ.get("DATABASE_URL"):
+        address = urlsplit(os.environ["DATABASE_URL"])
+        return {"DATABASE_URL": urlunsplit(address._replace(path=f"/{name}"))}
+    return {"KEEPSAKE_DATABASE_NAME": name}
+
+
 def free_port() -> int:
     """A loopback TCP port nothing listens on now (for servers started by benches and tests)."""
     with socket.socket() as sock:

@@ -17,7 +17,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -25,6 +24,7 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from config.celery import app as celery_app
+from config.embedded import database_environment
 from memories import tasks
 from memories.models import EdgeKind, Memory, MemoryEdge
 from memories.services import ParticipantSpec, memory_create, memory_edges_refresh_many
@@ -58,12 +58,7 @@ def worker_environment(broker_url: str) -> dict[str, str]:
         MEMORY_EMBEDDING_CLAIM_TIMEOUT=str(CLAIM_TIMEOUT),
         PYTHONUNBUFFERED="1",
     )
-    test_database = connection.settings_dict["NAME"]
-    if os.environ.get("DATABASE_URL"):
-        parts = urlsplit(os.environ["DATABASE_URL"])
-        environment["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{test_database}"))
-    else:
-        environment["KEEPSAKE_DATABASE_NAME"] = test_database
+    environment.update(database_environment(connection.settings_dict["NAME"]))
     return environment
 
 

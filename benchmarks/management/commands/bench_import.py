@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from benchmarks.seeding import _own_self, bench_user, delete_bench_users
 from benchmarks.timing import cpu_count, load_average
+from config.embedded import database_environment
 from memories import embeddings, services
 from memories.models import Memory
 from portability import services as import_services
@@ -364,20 +365,18 @@ class Command(BaseCommand):
 
 def bench_broker_url(url: str) -> str:
     """The configured Valkey server, database 14: the bench's own broker."""
-    base, _, last = url.rstrip("/").rpartition("/")
-    return f"{base}/14" if last.isdigit() else f"{url.rstrip('/')}/14"
+    return urlunsplit(urlsplit(url)._replace(path="/14"))
 
 
 def start_worker(broker: str, processes: int) -> subprocess.Popen:
     """`celery worker` as make run and docker-compose start it, in its own process group."""
-    environment = {**os.environ, "REDIS_URL": broker, "CELERY_TASK_ALWAYS_EAGER": "false"}
-    # The database this process uses (a test's, or the one KEEPSAKE_DATABASE_NAME names).
-    database = connection.settings_dict["NAME"]
-    if os.environ.get("DATABASE_URL"):
-        address = urlsplit(os.environ["DATABASE_URL"])
-        environment["DATABASE_URL"] = urlunsplit(address._replace(path=f"/{database}"))
-    else:
-        environment["KEEPSAKE_DATABASE_NAME"] = database
+    environment = {
+        **os.environ,
+        "REDIS_URL": broker,
+        "CELERY_TASK_ALWAYS_EAGER": "false",
+        # The database this process uses (a test's, or the one KEEPSAKE_DATABASE_NAME names).
+        **database_environment(connection.settings_dict["NAME"]),
+    }
     log_level = os.environ.get("BENCH_WORKER_LOG", "warning")  # info: every task's time
     return subprocess.Popen(
         [
