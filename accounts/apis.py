@@ -6,7 +6,6 @@ more tokens or revoke the owner's others.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,7 +17,7 @@ from accounts.selectors import access_token_get, access_token_list
 from accounts.services import access_token_create, access_token_revoke
 from agents.selectors import agent_list
 from config.api_inputs import StrictCharField, validated
-from config.api_views import api_base
+from config.api_views import api_base, operation
 
 SESSION_ONLY = error_response("Tokens are managed from a signed-in session, not with a bearer token.")
 
@@ -59,21 +58,18 @@ class TokenListApi(TokenApi):
         class Meta:
             ref_name = "AccessTokenCreated"
 
-    @extend_schema(
-        operation_id="tokens_list",
-        summary="List your access tokens (session only)",
-        responses={200: TokenOutputSerializer(many=True), 403: SESSION_ONLY},
-    )
+    @operation("tokens_list", {200: TokenOutputSerializer(many=True), 403: SESSION_ONLY})
     def get(self, request: Request) -> Response:
+        """List your access tokens (session only)"""
         return Response(TokenOutputSerializer(access_token_list(owner=request.user), many=True).data)
 
-    @extend_schema(
-        operation_id="tokens_create",
-        summary="Create an access token; the response carries the secret once (session only)",
+    @operation(
+        "tokens_create",
+        {201: CreatedSerializer, 400: VALIDATION_ERROR, 403: SESSION_ONLY},
         request=InputSerializer,
-        responses={201: CreatedSerializer, 400: VALIDATION_ERROR, 403: SESSION_ONLY},
     )
     def post(self, request: Request) -> Response:
+        """Create an access token; the response carries the secret once (session only)"""
         data = validated(self.InputSerializer(data=request.data))
         agent = None
         if data["agent"] is not None:
@@ -89,12 +85,12 @@ class TokenListApi(TokenApi):
 
 
 class TokenRevokeApi(TokenApi):
-    @extend_schema(
-        operation_id="tokens_revoke",
-        summary="Revoke an access token (session only); revoking twice is harmless",
+    @operation(
+        "tokens_revoke",
+        {200: TokenOutputSerializer, 403: SESSION_ONLY, 404: error_response("Unknown token.")},
         request=None,
-        responses={200: TokenOutputSerializer, 403: SESSION_ONLY, 404: error_response("Unknown token.")},
     )
     def post(self, request: Request, token_id) -> Response:
+        """Revoke an access token (session only); revoking twice is harmless"""
         token = access_token_revoke(token=access_token_get(owner=request.user, token_id=token_id))
         return Response(TokenOutputSerializer(token).data)

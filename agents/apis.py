@@ -6,7 +6,6 @@ instructions) are none of its business.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -23,7 +22,7 @@ from agents.proposals import (
 from agents.selectors import agent_get, agent_list, conversation_get
 from agents.services import MAX_MESSAGE_LENGTH, agent_set_sensitive_clearance, chat_turn
 from config.api_inputs import StrictBooleanField, StrictCharField, validated
-from config.api_views import api_base
+from config.api_views import api_base, operation
 
 
 class AgentOutputSerializer(serializers.Serializer):
@@ -47,12 +46,9 @@ AgentApi = api_base("AgentApi", "agents")
 
 
 class AgentListApi(AgentApi):
-    @extend_schema(
-        operation_id="agents_list",
-        summary="List agents (an agent token sees only itself)",
-        responses={200: AgentOutputSerializer(many=True)},
-    )
+    @operation("agents_list", {200: AgentOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
+        """List agents (an agent token sees only itself)"""
         agents = agent_list(owner=request.user, only=request_agent(request))
         return Response(AgentOutputSerializer(agents, many=True).data)
 
@@ -61,12 +57,9 @@ class AgentDetailApi(AgentApi):
     # An agent token reads itself; only the owner changes what an agent may read.
     permission_classes = [IsAuthenticated, AgentTokensReadOnly]
 
-    @extend_schema(
-        operation_id="agents_retrieve",
-        summary="Get an agent",
-        responses={200: AgentOutputSerializer, 404: error_response("Unknown agent.")},
-    )
+    @operation("agents_retrieve", {200: AgentOutputSerializer, 404: error_response("Unknown agent.")})
     def get(self, request: Request, agent_id) -> Response:
+        """Get an agent"""
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
         return Response(AgentOutputSerializer(agent).data)
 
@@ -78,18 +71,18 @@ class AgentDetailApi(AgentApi):
         class Meta:
             ref_name = "AgentUpdate"
 
-    @extend_schema(
-        operation_id="agents_partial_update",
-        summary="Allow or stop sensitive memories for an agent (owner token only)",
-        request=UpdateSerializer,
-        responses={
+    @operation(
+        "agents_partial_update",
+        {
             200: AgentOutputSerializer,
             400: VALIDATION_ERROR,
             403: AGENT_FORBIDDEN,
             404: error_response("Unknown agent."),
         },
+        request=UpdateSerializer,
     )
     def patch(self, request: Request, agent_id) -> Response:
+        """Allow or stop sensitive memories for an agent (owner token only)"""
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
         may_read_sensitive = validated(self.UpdateSerializer(data=request.data))["may_read_sensitive"]
         agent = agent_set_sensitive_clearance(agent=agent, may_read_sensitive=may_read_sensitive)
@@ -149,11 +142,9 @@ class AgentChatApi(AgentApi):
         class Meta:
             ref_name = "AgentChatResponse"
 
-    @extend_schema(
-        operation_id="agents_chat",
-        summary="Chat with an agent (owner token, or that agent's own token)",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "agents_chat",
+        {
             200: OutputSerializer,
             400: VALIDATION_ERROR,
             404: error_response(
@@ -161,8 +152,10 @@ class AgentChatApi(AgentApi):
                 "(an agent token only knows its own agent and that agent's conversations)."
             ),
         },
+        request=InputSerializer,
     )
     def post(self, request: Request, agent_id) -> Response:
+        """Chat with an agent (owner token, or that agent's own token)"""
         asking_agent = request_agent(request)
         agent = agent_get(owner=request.user, agent_id=agent_id, only=asking_agent)
         data = validated(self.InputSerializer(data=request.data))
@@ -219,17 +212,17 @@ class AgentConsentRequestApi(AgentApi):
         class Meta:
             ref_name = "AgentConsentRequestAnswer"
 
-    @extend_schema(
-        operation_id="agents_consent_request",
-        summary="Ask the owner to seek a person's consent (the same answer whoever it is)",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "agents_consent_request",
+        {
             202: OutputSerializer,
             400: VALIDATION_ERROR,
             404: error_response("Unknown agent (an agent token only knows its own agent)."),
         },
+        request=InputSerializer,
     )
     def post(self, request: Request, agent_id) -> Response:
+        """Ask the owner to seek a person's consent (the same answer whoever it is)"""
         agent = agent_get(owner=request.user, agent_id=agent_id, only=request_agent(request))
         data = validated(self.InputSerializer(data=request.data))
         ask = AgentConsentAsk(

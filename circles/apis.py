@@ -69,7 +69,7 @@ from circles.services import (
 )
 from config.api_inputs import StrictCharField, validated
 from config.api_outputs import page_links, page_of, results_of
-from config.api_views import api_base
+from config.api_views import api_base, operation
 from config.limits import API_MAX_OFFSET
 from memories.gate_explain import memory_privacy_audit
 from memories.models import Memory, MemoryKind, ParticipantRole, Sensitivity
@@ -222,24 +222,21 @@ class CircleListApi(CircleApi):
 
     OutputSerializer = results_of(CircleOutputSerializer, "CircleList")
 
-    @extend_schema(
-        operation_id="circles_list",
-        summary="The circles I belong to, with my role and the member count",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("circles_list", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request) -> Response:
+        """The circles I belong to, with my role and the member count"""
         circles = circle_list_for_user(user=request.user)
         return Response(
             {"results": CircleOutputSerializer(circles, many=True, context={"user": request.user}).data}
         )
 
-    @extend_schema(
-        operation_id="circles_create",
-        summary="Create a circle (I become its owner)",
+    @operation(
+        "circles_create",
+        {201: CircleDetailOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
         request=InputSerializer,
-        responses={201: CircleDetailOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def post(self, request: Request) -> Response:
+        """Create a circle (I become its owner)"""
         circle = circle_create(owner=request.user, **validated(self.InputSerializer(data=request.data)))
         circle = circle_get_for_member(user=request.user, circle_id=circle.pk)
         return Response(_circle_detail(request, circle), status=status.HTTP_201_CREATED)
@@ -255,38 +252,32 @@ class CircleDetailApi(CircleApi):
         class Meta:
             ref_name = "CircleUpdate"
 
-    @extend_schema(
-        operation_id="circles_retrieve",
-        summary="A circle I belong to, with its members",
-        responses={200: CircleDetailOutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("circles_retrieve", {200: CircleDetailOutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, circle_id) -> Response:
+        """A circle I belong to, with its members"""
         circle = circle_get_for_member(user=request.user, circle_id=circle_id)
         return Response(_circle_detail(request, circle))
 
-    @extend_schema(
-        operation_id="circles_partial_update",
-        summary="Rename a circle or change its description (owner)",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "circles_partial_update",
+        {
             200: CircleDetailOutputSerializer,
             400: VALIDATION_ERROR,
             403: OWNER_ONLY,
             404: NOT_FOUND,
         },
+        request=InputSerializer,
     )
     def patch(self, request: Request, circle_id) -> Response:
+        """Rename a circle or change its description (owner)"""
         circle = _owned_circle(request, circle_id, action="rename it or change its description")
         changes = validated(self.InputSerializer(data=request.data))
         circle = circle_update(circle=circle, by=request.user, **changes)
         return Response(_circle_detail(request, circle))
 
-    @extend_schema(
-        operation_id="circles_destroy",
-        summary="Delete a circle with its shares, invites and requests — never a memory (owner)",
-        responses={204: None, **OWNER_RESPONSES},
-    )
+    @operation("circles_destroy", {204: None, **OWNER_RESPONSES})
     def delete(self, request: Request, circle_id) -> Response:
+        """Delete a circle with its shares, invites and requests — never a memory (owner)"""
         circle = _owned_circle(request, circle_id, action="delete it; a member can leave it instead")
         circle_delete(circle=circle, by=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -295,21 +286,17 @@ class CircleDetailApi(CircleApi):
 class CircleMemberListApi(CircleApi):
     OutputSerializer = results_of(MemberOutputSerializer, "CircleMemberList")
 
-    @extend_schema(
-        operation_id="circles_members_list",
-        summary="The members of a circle I belong to",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("circles_members_list", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, circle_id) -> Response:
+        """The members of a circle I belong to"""
         circle = circle_get_for_member(user=request.user, circle_id=circle_id)
         return Response({"results": MemberOutputSerializer(circle_members(circle=circle), many=True).data})
 
 
 class CircleMemberDetailApi(CircleApi):
-    @extend_schema(
-        operation_id="circles_members_destroy",
-        summary="Remove a member (owner), or leave the circle (my own user id); effective at once",
-        responses={
+    @operation(
+        "circles_members_destroy",
+        {
             204: None,
             400: VALIDATION_ERROR,
             403: error_response("A member tried to remove someone else."),
@@ -317,6 +304,7 @@ class CircleMemberDetailApi(CircleApi):
         },
     )
     def delete(self, request: Request, circle_id, user_id: int) -> Response:
+        """Remove a member (owner), or leave the circle (my own user id); effective at once"""
         circle = circle_get_for_member(user=request.user, circle_id=circle_id)
         if user_id != request.user.pk and circle.owner_id != request.user.pk:
             raise exceptions.PermissionDenied(
@@ -371,13 +359,13 @@ class CircleInviteListApi(CircleApi):
 
     OutputSerializer = results_of(InviteOutputSerializer, "CircleInviteList")
 
-    @extend_schema(
-        operation_id="circles_invites_create",
-        summary="Create an invite link (owner); the token is shown once",
+    @operation(
+        "circles_invites_create",
+        {201: CreatedSerializer, 400: VALIDATION_ERROR, **OWNER_RESPONSES},
         request=InputSerializer,
-        responses={201: CreatedSerializer, 400: VALIDATION_ERROR, **OWNER_RESPONSES},
     )
     def post(self, request: Request, circle_id) -> Response:
+        """Create an invite link (owner); the token is shown once"""
         circle = _owned_circle(request, circle_id, action="invite people")
         days = validated(self.InputSerializer(data=request.data))["days"]
         new = invite_create(circle=circle, by=request.user, days=days)
@@ -391,24 +379,18 @@ class CircleInviteListApi(CircleApi):
             status=status.HTTP_201_CREATED,
         )
 
-    @extend_schema(
-        operation_id="circles_invites_list",
-        summary="The circle's invite links, newest first, without their tokens (owner)",
-        responses={200: OutputSerializer, **OWNER_RESPONSES},
-    )
+    @operation("circles_invites_list", {200: OutputSerializer, **OWNER_RESPONSES})
     def get(self, request: Request, circle_id) -> Response:
+        """The circle's invite links, newest first, without their tokens (owner)"""
         circle = _owned_circle(request, circle_id, action="see its invites")
         invites = circle_invites(circle=circle).select_related("created_by")
         return Response({"results": InviteOutputSerializer(invites, many=True).data})
 
 
 class CircleInviteDetailApi(CircleApi):
-    @extend_schema(
-        operation_id="circles_invites_destroy",
-        summary="Revoke an invite link (owner); requests already made stay",
-        responses={204: None, **OWNER_RESPONSES},
-    )
+    @operation("circles_invites_destroy", {204: None, **OWNER_RESPONSES})
     def delete(self, request: Request, circle_id, invite_id) -> Response:
+        """Revoke an invite link (owner); requests already made stay"""
         circle = _owned_circle(request, circle_id, action="revoke its invites")
         invite = circle_invite_get(circle=circle, invite_id=invite_id)
         invite_revoke(invite=invite, by=request.user)
@@ -416,11 +398,9 @@ class CircleInviteDetailApi(CircleApi):
 
 
 class InviteAcceptApi(CircleApi):
-    @extend_schema(
-        operation_id="invites_accept",
-        summary="Ask to join the invite's circle; its owner approves or declines",
-        request=None,
-        responses={
+    @operation(
+        "invites_accept",
+        {
             201: JoinRequestOutputSerializer,
             400: error_response(
                 "The link is not valid, was withdrawn or has expired, the caller is already a member, "
@@ -428,8 +408,10 @@ class InviteAcceptApi(CircleApi):
             ),
             404: NOT_FOUND,
         },
+        request=None,
     )
     def post(self, request: Request, token: str) -> Response:
+        """Ask to join the invite's circle; its owner approves or declines"""
         try:
             join_request = invite_accept(token=token, user=request.user)
         except (InviteInvalid, DjangoValidationError) as exc:
@@ -440,12 +422,9 @@ class InviteAcceptApi(CircleApi):
 class CircleJoinRequestListApi(CircleApi):
     OutputSerializer = results_of(JoinRequestOutputSerializer, "JoinRequestList")
 
-    @extend_schema(
-        operation_id="circles_requests_list",
-        summary="Requests to join waiting for a decision, newest first (owner)",
-        responses={200: OutputSerializer, **OWNER_RESPONSES},
-    )
+    @operation("circles_requests_list", {200: OutputSerializer, **OWNER_RESPONSES})
     def get(self, request: Request, circle_id) -> Response:
+        """Requests to join waiting for a decision, newest first (owner)"""
         circle = _owned_circle(request, circle_id, action="see requests to join")
         requests = circle_join_requests(circle=circle).select_related("circle")
         return Response({"results": JoinRequestOutputSerializer(requests, many=True).data})
@@ -545,13 +524,13 @@ class CircleMemoryListApi(CircleReadApi):
 
     OutputSerializer = page_of(CircleMemoryOutputSerializer, "CircleMemoryPage")
 
-    @extend_schema(
-        operation_id="circles_memories_list",
-        summary="What I may see in a circle, newest first or by search, each with its owner",
+    @operation(
+        "circles_memories_list",
+        {200: OutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
         parameters=[FilterSerializer],
-        responses={200: OutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def get(self, request: Request, circle_id) -> Response:
+        """What I may see in a circle, newest first or by search, each with its owner"""
         circle, agent = _circle_reader(request, circle_id)
         params = validated(self.FilterSerializer(data=request.query_params))
         query, limit, offset = (params[key] for key in ("q", "limit", "offset"))
@@ -579,12 +558,9 @@ class CircleMemoryListApi(CircleReadApi):
 
 
 class CircleMemoryDetailApi(CircleReadApi):
-    @extend_schema(
-        operation_id="circles_memories_retrieve",
-        summary="One memory I may see in a circle",
-        responses={200: CircleMemoryOutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("circles_memories_retrieve", {200: CircleMemoryOutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, circle_id, memory_id) -> Response:
+        """One memory I may see in a circle"""
         circle, agent = _circle_reader(request, circle_id)
         memory = circle_memory_get(circle=circle, viewer=request.user, memory_id=memory_id, agent=agent)
         _record_read([memory], request, agent)
@@ -627,20 +603,15 @@ class MemoryShareListApi(SharingApi):
 
     OutputSerializer = results_of(ShareOutputSerializer, "MemoryShareList")
 
-    @extend_schema(
-        operation_id="memories_shares_list",
-        summary="The circles my memory is shared into (owner)",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("memories_shares_list", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, memory_id) -> Response:
+        """The circles my memory is shared into (owner)"""
         memory = memory_get(owner=request.user, memory_id=memory_id)
         return Response({"results": ShareOutputSerializer(memory_share_list(memory=memory), many=True).data})
 
-    @extend_schema(
-        operation_id="memories_shares_create",
-        summary="Share my memory into a circle I belong to, if everyone in it consented for that circle",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "memories_shares_create",
+        {
             201: ShareOutputSerializer,
             400: VALIDATION_ERROR,
             404: NOT_FOUND,
@@ -649,8 +620,10 @@ class MemoryShareListApi(SharingApi):
                 description="Not everyone in the memory has consented for the circle; nothing was written.",
             ),
         },
+        request=InputSerializer,
     )
     def post(self, request: Request, memory_id) -> Response:
+        """Share my memory into a circle I belong to, if everyone in it consented for that circle"""
         memory = memory_get(owner=request.user, memory_id=memory_id)
         circle_id = validated(self.InputSerializer(data=request.data))["circle"]
         circle = circle_get_for_member(user=request.user, circle_id=circle_id)
@@ -663,12 +636,9 @@ class MemoryShareListApi(SharingApi):
 
 
 class MemoryShareDetailApi(SharingApi):
-    @extend_schema(
-        operation_id="memories_shares_destroy",
-        summary="Unshare my memory from a circle (owner); members stop seeing it at once",
-        responses={204: None, 404: NOT_FOUND},
-    )
+    @operation("memories_shares_destroy", {204: None, 404: NOT_FOUND})
     def delete(self, request: Request, memory_id, circle_id) -> Response:
+        """Unshare my memory from a circle (owner); members stop seeing it at once"""
         memory = memory_get(owner=request.user, memory_id=memory_id)
         share = memory_share_list(memory=memory).filter(circle_id=circle_id).first()
         if share is None:
@@ -712,12 +682,9 @@ class MemoryAuditApi(SharingApi):
         class Meta:
             ref_name = "PrivacyAudit"
 
-    @extend_schema(
-        operation_id="memories_audit",
-        summary="Who can see my memory, and why: me, my agents, each circle member by member (owner)",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("memories_audit", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, memory_id) -> Response:
+        """Who can see my memory, and why: me, my agents, each circle member by member (owner)"""
         memory = memory_get(owner=request.user, memory_id=memory_id)
         return Response(self.OutputSerializer(memory_privacy_audit(memory=memory)).data)
 
@@ -765,21 +732,16 @@ class PersonAudienceConsentsApi(CircleApi):
         "AudienceConsentChangeResult", consent=AudienceConsentSerializer()
     )
 
-    @extend_schema(
-        operation_id="people_consents_list",
-        summary="A person's consent for every audience: my agents, then each of my circles",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("people_consents_list", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, person_id) -> Response:
+        """A person's consent for every audience: my agents, then each of my circles"""
         person = person_get(owner=request.user, person_id=person_id)
         consents = person_audience_consents(person=person)
         return Response({"results": AudienceConsentSerializer(consents, many=True).data})
 
-    @extend_schema(
-        operation_id="people_consents_set",
-        summary="Set a person's consent for one audience (recorded with surface “api”)",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "people_consents_set",
+        {
             200: ChangedSerializer,
             400: VALIDATION_ERROR,
             403: error_response(
@@ -788,8 +750,10 @@ class PersonAudienceConsentsApi(CircleApi):
             ),
             404: NOT_FOUND,
         },
+        request=InputSerializer,
     )
     def post(self, request: Request, person_id) -> Response:
+        """Set a person's consent for one audience (recorded with surface “api”)"""
         person = person_get(owner=request.user, person_id=person_id)
         change = validated(self.InputSerializer(data=request.data, context={"user": request.user}))
         audience = change["audience"]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers
+from rest_framework.fields import empty
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +20,32 @@ def api_base(name: str, tag: str, *permissions: type[BasePermission]) -> type[AP
     """The base of one API's views: their tag in the schema, and what they allow beyond signing in."""
     view = type(name, (APIView,), {"permission_classes": [*APIView.permission_classes, *permissions]})
     return extend_schema(tags=[tag])(view)
+
+
+def operation(
+    operation_id: str, responses: dict, *, request: Any = empty, parameters: list | None = None
+) -> Callable[[Callable], Callable]:
+    """Documents one endpoint (a view's method) in the schema: its `operation_id`, what it answers
+    (`responses`, status to serializer or error), its body (`request`; None: it takes none) and its
+    query `parameters`. The summary is the method's docstring, its first paragraph on one line; the
+    paragraphs after it, if any, are the operation's description. The docstring is taken off the
+    method, which drf-spectacular would otherwise print whole as the description."""
+
+    def document(method: Callable) -> Callable:
+        summary, _, description = inspect.cleandoc(method.__doc__ or "").partition("\n\n")
+        if not summary:
+            raise ImproperlyConfigured(f"{method.__qualname__}: its docstring is the endpoint's summary.")
+        method.__doc__ = None
+        return extend_schema(
+            operation_id=operation_id,
+            summary=" ".join(summary.split()),
+            description=description or None,
+            request=request,
+            responses=responses,
+            parameters=parameters,
+        )(method)
+
+    return document
 
 
 # PUT replaces a resource (its whole InputSerializer), PATCH changes the fields it is given:

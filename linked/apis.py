@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,7 +25,7 @@ from rest_framework.response import Response
 from accounts.api_errors import VALIDATION_ERROR, error_response
 from accounts.authentication import AgentTokensNotFound
 from config.api_inputs import StrictCharField, validated
-from config.api_views import api_base
+from config.api_views import api_base, operation
 from linked.selectors import (
     LinkedAudience,
     linked_audience_label,
@@ -60,19 +59,21 @@ class PersonLinkInviteApi(LinkApi):
         class Meta:
             ref_name = "PersonLinkInvite"
 
-    @extend_schema(
-        operation_id="people_link_invite",
-        summary="Invite the person to link their own account (single use, 14 days); then they decide",
-        description="A new invitation replaces the person's open one: the old link stops working. "
-        "Refused (400) when the person is already linked, or is Self.",
-        request=None,
-        responses={
+    @operation(
+        "people_link_invite",
+        {
             201: OutputSerializer,
             400: VALIDATION_ERROR,
             404: PERSON_NOT_FOUND,
         },
+        request=None,
     )
     def post(self, request: Request, person_id) -> Response:
+        """Invite the person to link their own account (single use, 14 days); then they decide
+
+        A new invitation replaces the person's open one: the old link stops working. Refused (400) when
+        the person is already linked, or is Self.
+        """
         person = person_get(owner=request.user, person_id=person_id)
         invite, token = person_link_invite_create(person=person, by=request.user)
         url = request.build_absolute_uri(reverse("person_link", args=[token]))
@@ -89,11 +90,9 @@ class LinkAcceptApi(LinkApi):
         class Meta:
             ref_name = "PersonLinkAccepted"
 
-    @extend_schema(
-        operation_id="links_accept",
-        summary="Accept a link invitation: from now on you decide your own consent in that journal",
-        request=None,
-        responses={
+    @operation(
+        "links_accept",
+        {
             201: OutputSerializer,
             404: error_response(
                 "The link cannot be used: unknown, already used, withdrawn or replaced by a newer one, "
@@ -101,8 +100,10 @@ class LinkAcceptApi(LinkApi):
                 "naming nobody. Nothing changed. Agent tokens get a 404 too: linking is between people."
             ),
         },
+        request=None,
     )
     def post(self, request: Request, token: str) -> Response:
+        """Accept a link invitation: from now on you decide your own consent in that journal"""
         try:
             person = person_link_accept(token=token, user=request.user)
         except LinkInvalid as refused:
@@ -173,16 +174,16 @@ def _audience_output(linked: LinkedAudience, person: Person) -> dict:
 
 
 class PersonLinkApi(LinkApi):
-    @extend_schema(
-        operation_id="people_link_destroy",
-        summary="Unlink (either side): the person's last choices stay and the owner decides again",
-        responses={
+    @operation(
+        "people_link_destroy",
+        {
             204: None,
             404: NOT_FOUND,
             409: error_response("The owner's person is not linked to an account."),
         },
     )
     def delete(self, request: Request, person_id) -> Response:
+        """Unlink (either side): the person's last choices stay and the owner decides again"""
         try:
             person = person_get(owner=request.user, person_id=person_id)
         except Http404:
@@ -215,12 +216,9 @@ class MyConsentsApi(LinkApi):
         "MyConsentChangeResult", person=serializers.UUIDField(), consent=LinkedAudienceSerializer()
     )
 
-    @extend_schema(
-        operation_id="me_consents_list",
-        summary="The journals that link me: each entry about me and each audience (counts only)",
-        responses={200: OutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("me_consents_list", {200: OutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request) -> Response:
+        """The journals that link me: each entry about me and each audience (counts only)"""
         journals = [
             {
                 "owner": journal.owner.get_username(),
@@ -246,13 +244,13 @@ class MyConsentsApi(LinkApi):
         ]
         return Response(self.OutputSerializer({"results": journals}).data)
 
-    @extend_schema(
-        operation_id="me_consents_set",
-        summary="Decide, as the person themself, one audience of an entry about me (surface “api”)",
+    @operation(
+        "me_consents_set",
+        {200: ChangedSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
         request=InputSerializer,
-        responses={200: ChangedSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def post(self, request: Request) -> Response:
+        """Decide, as the person themself, one audience of an entry about me (surface “api”)"""
         change = validated(self.InputSerializer(data=request.data))
         person = linked_person_get(user=request.user, person_id=change["person"])
         audience = change["audience"].strip().lower()

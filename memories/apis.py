@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +24,7 @@ from agents.services import access_log_record
 from attachments.selectors import photo_count, photo_counts_attach
 from config.api_inputs import StrictCharField, validated
 from config.api_outputs import page_links, page_of
-from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
+from config.api_views import ReplaceOrChangeApi, api_base, operation, replace_or_change_schema
 from config.limits import API_MAX_OFFSET, MEMORY_BODY_MAX_LENGTH, MEMORY_TITLE_MAX_LENGTH
 from memories.gate import agent_visible_memories
 from memories.models import Memory, MemoryKind, MemoryParticipant, ParticipantRole, Sensitivity
@@ -354,13 +354,9 @@ class MemoryListApi(MemoryApi):
         class Meta:
             ref_name = "MemoryCreate"
 
-    @extend_schema(
-        operation_id="memories_list",
-        summary="List memories, newest first (agent tokens: consent-gated)",
-        parameters=[FilterSerializer],
-        responses={200: OutputSerializer, 400: VALIDATION_ERROR},
-    )
+    @operation("memories_list", {200: OutputSerializer, 400: VALIDATION_ERROR}, parameters=[FilterSerializer])
     def get(self, request: Request) -> Response:
+        """List memories, newest first (agent tokens: consent-gated)"""
         data = validated(self.FilterSerializer(data=request.query_params))
         person = _filter_person(request, data["person"]) if "person" in data else None
         filters = MemoryFilters(
@@ -393,13 +389,13 @@ class MemoryListApi(MemoryApi):
             }
         )
 
-    @extend_schema(
-        operation_id="memories_create",
-        summary="Record a memory with its participants (all or nothing)",
+    @operation(
+        "memories_create",
+        {201: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
         request=InputSerializer,
-        responses={201: MemoryOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
+        """Record a memory with its participants (all or nothing)"""
         data = validated(self.InputSerializer(data=request.data))
         memory = memory_create(
             owner=request.user,
@@ -443,12 +439,9 @@ class MemoryDetailApi(MemoryApi, ReplaceOrChangeApi):
         class Meta:
             ref_name = "MemoryUpdate"
 
-    @extend_schema(
-        operation_id="memories_retrieve",
-        summary="Get a memory (agent tokens: 404 unless it passes the consent gate)",
-        responses={200: MemoryOutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("memories_retrieve", {200: MemoryOutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, memory_id) -> Response:
+        """Get a memory (agent tokens: 404 unless it passes the consent gate)"""
         memory = _visible_memory(request, memory_id)
         _log_agent_access(request, [memory])
         return Response(MemoryOutputSerializer(memory).data)
@@ -475,12 +468,9 @@ class MemoryDetailApi(MemoryApi, ReplaceOrChangeApi):
         memory = memory_get(owner=request.user, memory_id=memory.pk)
         return Response(MemoryOutputSerializer(memory).data)
 
-    @extend_schema(
-        operation_id="memories_destroy",
-        summary="Delete a memory",
-        responses={204: None, 403: AGENT_FORBIDDEN, 404: NOT_FOUND},
-    )
+    @operation("memories_destroy", {204: None, 403: AGENT_FORBIDDEN, 404: NOT_FOUND})
     def delete(self, request: Request, memory_id) -> Response:
+        """Delete a memory"""
         memory_delete(memory=memory_get(owner=request.user, memory_id=memory_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -523,18 +513,16 @@ class MemorySearchApi(MemoryReadApi):
         class Meta:
             ref_name = "MemorySearchParams"
 
-    @extend_schema(
-        operation_id="memories_search",
-        summary="Search memories by meaning and words (agent tokens: consent-gated)",
-        description=(
-            "Only relevant memories come back, best first: those whose words all match `q`, or whose "
-            "meaning is close to it (a cosine similarity of at least RELEVANCE_MIN_SIMILARITY). A query "
-            "nothing matches returns no results. Ranking figures only with `scores=1`."
-        ),
-        parameters=[ParamsSerializer],
-        responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR},
+    @operation(
+        "memories_search", {200: SearchOutputSerializer, 400: VALIDATION_ERROR}, parameters=[ParamsSerializer]
     )
     def get(self, request: Request) -> Response:
+        """Search memories by meaning and words (agent tokens: consent-gated)
+
+        Only relevant memories come back, best first: those whose words all match `q`, or whose meaning
+        is close to it (a cosine similarity of at least RELEVANCE_MIN_SIMILARITY). A query nothing
+        matches returns no results. Ranking figures only with `scores=1`.
+        """
         params = validated(self.ParamsSerializer(data=request.query_params))
         options = _retrieval_options(request, params)
         return _retrieval_response(
@@ -543,13 +531,13 @@ class MemorySearchApi(MemoryReadApi):
 
 
 class MemorySimilarApi(MemoryReadApi):
-    @extend_schema(
-        operation_id="memories_similar",
-        summary="Memories similar to this one (agent tokens: consent-gated, and 404 for a hidden one)",
+    @operation(
+        "memories_similar",
+        {200: SearchOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
         parameters=[RetrievalParamsSerializer],
-        responses={200: SearchOutputSerializer, 400: VALIDATION_ERROR, 404: NOT_FOUND},
     )
     def get(self, request: Request, memory_id) -> Response:
+        """Memories similar to this one (agent tokens: consent-gated, and 404 for a hidden one)"""
         memory = _visible_memory(request, memory_id)
         params = validated(RetrievalParamsSerializer(data=request.query_params))
         options = _retrieval_options(request, params)

@@ -10,7 +10,7 @@ every edit of the owner's). Agent tokens never write or change consent.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.fields import empty
 from rest_framework.request import Request
@@ -21,7 +21,7 @@ from accounts.api_errors import AGENT_FORBIDDEN, VALIDATION_ERROR, error_respons
 from accounts.authentication import AgentTokensReadOnly, OwnerOnly, request_agent
 from config.api_inputs import StrictCharField, validated
 from config.api_outputs import named_serializer
-from config.api_views import ReplaceOrChangeApi, api_base, replace_or_change_schema
+from config.api_views import ReplaceOrChangeApi, api_base, operation, replace_or_change_schema
 from config.limits import PERSON_NOTES_MAX_LENGTH
 from people.birthdays import BIRTHDAY_FORMAT_HELP, Birthday
 from people.models import ConsentEvent, ConsentStatus, ConsentSurface, Person, PersonKind
@@ -141,12 +141,9 @@ class PersonListApi(PeopleApi):
         class Meta:
             ref_name = "PersonCreate"
 
-    @extend_schema(
-        operation_id="people_list",
-        summary="List people",
-        responses={200: OutputSerializer},
-    )
+    @operation("people_list", {200: OutputSerializer})
     def get(self, request: Request) -> Response:
+        """List people"""
         for_agent = request_agent(request) is not None
         if for_agent:
             people = person_list_for_agents(owner=request.user)
@@ -159,13 +156,13 @@ class PersonListApi(PeopleApi):
             }
         )
 
-    @extend_schema(
-        operation_id="people_create",
-        summary="Add a person (consent starts pending)",
+    @operation(
+        "people_create",
+        {201: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
         request=InputSerializer,
-        responses={201: PersonOutputSerializer, 400: VALIDATION_ERROR, 403: AGENT_FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
+        """Add a person (consent starts pending)"""
         person = person_create(owner=request.user, **validated(self.InputSerializer(data=request.data)))
         return Response(person_output(person, for_agent=False), status=status.HTTP_201_CREATED)
 
@@ -182,12 +179,9 @@ class PersonDetailApi(PeopleApi, ReplaceOrChangeApi):
         class Meta:
             ref_name = "PersonUpdate"
 
-    @extend_schema(
-        operation_id="people_retrieve",
-        summary="Get a person (agent tokens: 404 unless they granted consent for agents)",
-        responses={200: PersonOutputSerializer, 404: NOT_FOUND},
-    )
+    @operation("people_retrieve", {200: PersonOutputSerializer, 404: NOT_FOUND})
     def get(self, request: Request, person_id) -> Response:
+        """Get a person (agent tokens: 404 unless they granted consent for agents)"""
         if request_agent(request) is not None:
             person = person_get_for_agents(owner=request.user, person_id=person_id)
             return Response(person_output(person, for_agent=True))
@@ -208,10 +202,9 @@ class PersonDetailApi(PeopleApi, ReplaceOrChangeApi):
         )
         return Response(person_output(person, for_agent=False))
 
-    @extend_schema(
-        operation_id="people_destroy",
-        summary="Delete a person who is in no memory",
-        responses={
+    @operation(
+        "people_destroy",
+        {
             204: None,
             400: VALIDATION_ERROR,
             403: AGENT_FORBIDDEN,
@@ -220,6 +213,7 @@ class PersonDetailApi(PeopleApi, ReplaceOrChangeApi):
         },
     )
     def delete(self, request: Request, person_id) -> Response:
+        """Delete a person who is in no memory"""
         person = person_get(owner=request.user, person_id=person_id)
         try:
             person_delete(person=person)
@@ -284,11 +278,9 @@ class PersonConsentApi(PeopleApi):
     InputSerializer = consent_change_input("ConsentChange")
     OutputSerializer = consent_change_result("ConsentChangeResult", person=PersonOutputSerializer())
 
-    @extend_schema(
-        operation_id="people_consent",
-        summary="Set a person's consent (recorded in the audit trail with surface “api”)",
-        request=InputSerializer,
-        responses={
+    @operation(
+        "people_consent",
+        {
             200: OutputSerializer,
             400: VALIDATION_ERROR,
             403: error_response(
@@ -297,8 +289,10 @@ class PersonConsentApi(PeopleApi):
             ),
             404: NOT_FOUND,
         },
+        request=InputSerializer,
     )
     def post(self, request: Request, person_id) -> Response:
+        """Set a person's consent (recorded in the audit trail with surface “api”)"""
         person = person_get(owner=request.user, person_id=person_id)
         event = consent_set_from_api(request, person, validated(self.InputSerializer(data=request.data)))
         return Response(
@@ -313,16 +307,16 @@ class PersonConsentEventListApi(PeopleApi):
     # The reasons in the audit trail are the owner's own notes: not for agents.
     permission_classes = [*APIView.permission_classes, OwnerOnly]
 
-    @extend_schema(
-        operation_id="people_consent_events",
-        summary="A person's consent history, newest first (owner only)",
-        responses={
+    @operation(
+        "people_consent_events",
+        {
             200: ConsentEventOutputSerializer(many=True),
             403: error_response("Agent tokens cannot read the audit trail."),
             404: NOT_FOUND,
         },
     )
     def get(self, request: Request, person_id) -> Response:
+        """A person's consent history, newest first (owner only)"""
         person = person_get(owner=request.user, person_id=person_id)
         events = person_consent_events(person=person)
         return Response(ConsentEventOutputSerializer(events, many=True).data)
