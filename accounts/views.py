@@ -12,13 +12,13 @@ from django.urls import reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
-from django_htmx.http import HttpResponseClientRedirect
 
 from accounts import ratelimits, sessions
 from accounts.forms import SignupForm, TokenCreateForm
 from accounts.selectors import access_token_get, access_token_list
 from accounts.services import access_token_create, access_token_revoke, user_signup
 from agents.selectors import agent_list
+from config.pages import go_to, render_page
 
 
 def _safe_next(request: HttpRequest) -> str:
@@ -124,8 +124,7 @@ def _token_page(request: HttpRequest, *, form: TokenCreateForm, created: dict | 
         # The documented form; the endpoint answers without the slash too.
         "mcp_url": request.build_absolute_uri(reverse("mcp").rstrip("/") + "/"),
     }
-    template = "portability/tokens.html" + ("#tokens-panel" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "portability/tokens.html", "tokens-panel", context)
 
 
 @never_cache  # a new token's secret is on the page once; no cache may keep a copy
@@ -156,12 +155,11 @@ def token_revoke(request: HttpRequest, token_id) -> HttpResponse:
     done = reverse("token_list")
     if not token.is_active:
         messages.info(request, f"{token.name or 'That token'} was already revoked.")
-        return HttpResponseClientRedirect(done) if request.htmx else redirect(done)
+        return go_to(request, done)
     if request.method == "POST":
         access_token_revoke(token=token)
         messages.success(
             request, f"Revoked {token.name or 'the token'} (ks_{token.prefix}_…). It no longer works."
         )
-        return HttpResponseClientRedirect(done) if request.htmx else redirect(done)
-    template = "portability/tokens_confirm_revoke.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, {"token": token})
+        return go_to(request, done)
+    return render_page(request, "portability/tokens_confirm_revoke.html", "confirm", {"token": token})

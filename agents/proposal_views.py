@@ -22,6 +22,7 @@ from agents.forms import MemoryProposalForm, ProposalConfirmForm
 from agents.models import MemoryProposal, MemoryProposalStatus
 from agents.templatetags.proposal_tags import proposal_card_context
 from config.form_inputs import add_service_errors
+from config.pages import render_page
 
 DECIDED_SHOWN = 20
 
@@ -154,8 +155,7 @@ def memory_proposal_edit(request: HttpRequest, proposal_id) -> HttpResponse:
                 messages.success(request, "Saved your changes. The proposal is still waiting for you.")
             return redirect(_back(proposal, where))
     context = {"proposal": proposal, "form": form, "where": where, "back": _back(proposal, where)}
-    template = "agents/proposal_edit.html" + ("#proposal-form" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "agents/proposal_edit.html", "proposal-form", context)
 
 
 @login_required

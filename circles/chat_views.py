@@ -21,6 +21,7 @@ from circles import agent as circle_agent_module
 from circles.replies import circle_messages_for_reader
 from circles.selectors import circle_get_for_member, circle_members
 from circles.services import circle_update
+from config.pages import render_page
 
 
 def _chat_context(request: HttpRequest, circle, *, private: bool, error: str = "", draft: str = "") -> dict:
@@ -63,8 +64,7 @@ def circle_chat_send(request: HttpRequest, circle_id, private: bool = False) -> 
         reply = circle_agent_module.circle_chat_turn(conversation=conversation, user=request.user, text=text)
     except ValidationError as error:
         context = _chat_context(request, circle, private=private, error=" ".join(error.messages), draft=text)
-        template = "circles/chat.html" + ("#chat-panel" if request.htmx else "")
-        return render(request, template, context, status=400)
+        return render_page(request, "circles/chat.html", "chat-panel", context, status=400)
     except PermissionDenied:
         raise Http404("No such conversation.") from None
     if request.htmx:

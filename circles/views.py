@@ -27,7 +27,6 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from attachments.forms import MemoryPhotosForm
 from attachments.services import attachments_add
@@ -36,6 +35,7 @@ from circles.forms import CircleForm, CircleMemoryForm, InviteForm
 from circles.models import Circle, MembershipRole
 from config.form_inputs import add_service_errors
 from config.limits import MAX_PAGE
+from config.pages import go_to, render_page
 from mail.forms import InvitationForm
 from mail.services import circle_invitation_deliver, invitation_recipient
 from mail.views import MAIL_RATE_LIMITED, mail_rate_limited, site_url
@@ -55,11 +55,6 @@ PAGE_SIZE = 25
 SEARCH_LIMIT = 30
 MAX_QUERY_LENGTH = 500
 INVITES_SHOWN = 20
-
-
-def _done(request: HttpRequest, url: str) -> HttpResponse:
-    """After an action whose result is another page: a redirect, or htmx's client-side one."""
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _page_number(request: HttpRequest) -> int:
@@ -141,8 +136,7 @@ def _list_context(request: HttpRequest, **extra) -> dict:
 @login_required
 @require_GET
 def circle_list(request: HttpRequest) -> HttpResponse:
-    template = "circles/circle_list.html" + ("#circle-table" if request.htmx else "")
-    return render(request, template, _list_context(request))
+    return render_page(request, "circles/circle_list.html", "circle-table", _list_context(request))
 
 
 @login_required
@@ -156,9 +150,10 @@ def circle_create(request: HttpRequest) -> HttpResponse:
             add_service_errors(form, error)
         else:
             messages.success(request, f"Created {circle.name}. Make an invite link to ask people in.")
-            return _done(request, reverse("circle_detail", args=[circle.pk]))
-    template = "circles/circle_list.html" + ("#circle-create" if request.htmx else "")
-    return render(request, template, _list_context(request, form=form))
+            return go_to(request, reverse("circle_detail", args=[circle.pk]))
+    return render_page(
+        request, "circles/circle_list.html", "circle-create", _list_context(request, form=form)
+    )
 
 
 # --- a circle's page --------------------------------------------------------------------------
@@ -172,8 +167,7 @@ def circle_detail(request: HttpRequest, circle_id) -> HttpResponse:
     htmx asks for the next page of the timeline (infinite scroll).
     """
     circle = selectors.circle_get_for_member(user=request.user, circle_id=circle_id)
-    template = "circles/circle_detail.html" + ("#memory-page" if request.htmx else "")
-    return render(request, template, _circle_context(request, circle))
+    return render_page(request, "circles/circle_detail.html", "memory-page", _circle_context(request, circle))
 
 
 @login_required
@@ -182,9 +176,10 @@ def circle_search(request: HttpRequest, circle_id) -> HttpResponse:
     """`?q=` over what the viewer may see in the circle: the page, or the results list for htmx."""
     circle = selectors.circle_get_for_member(user=request.user, circle_id=circle_id)
     query = " ".join(request.GET.get("q", "").split())
-    template = "circles/circle_detail.html" + ("#circle-memories" if request.htmx else "")
     if not query:
-        return render(request, template, _circle_context(request, circle))
+        return render_page(
+            request, "circles/circle_detail.html", "circle-memories", _circle_context(request, circle)
+        )
     search_error = ""
     if len(query) > MAX_QUERY_LENGTH:
         search_error = f"Search text is too long: {MAX_QUERY_LENGTH} characters at most."
@@ -193,13 +188,13 @@ def circle_search(request: HttpRequest, circle_id) -> HttpResponse:
         search_error = "Search text cannot contain a NUL character."
     if search_error:
         context = _circle_context(request, circle, timeline=False, query=query, search_error=search_error)
-        return render(request, template, context, status=400)
+        return render_page(request, "circles/circle_detail.html", "circle-memories", context, status=400)
     hits = circle_memory_search(circle.pk, [request.user.pk], query, limit=SEARCH_LIMIT)
     memories = [hit.memory for hit in hits]
     prefetch_related_objects(memories, "owner")
     _record_shown(memories, request.user)
     context = _circle_context(request, circle, timeline=False, query=query, memories=memories)
-    return render(request, template, context)
+    return render_page(request, "circles/circle_detail.html", "circle-memories", context)
 
 
 def _share_refused_message(refused: services.ShareRefused, *, memory: Memory, saved: bool) -> SafeString:
@@ -297,8 +292,9 @@ def circle_memory_detail(request: HttpRequest, circle_id, memory_id) -> HttpResp
     if memory.owner_id == request.user.pk:
         return redirect("memory_detail", memory_id=memory.pk)
     _record_shown([memory], request.user)
-    template = "circles/circle_memory_detail.html" + ("#circle-memory" if request.htmx else "")
-    return render(request, template, {"circle": circle, "memory": memory})
+    return render_page(
+        request, "circles/circle_memory_detail.html", "circle-memory", {"circle": circle, "memory": memory}
+    )
 
 
 # --- the owner: edit, delete, members ---------------------------------------------------------
@@ -317,11 +313,10 @@ def circle_edit(request: HttpRequest, circle_id) -> HttpResponse:
                 add_service_errors(form, error)
             else:
                 messages.success(request, f"Saved {circle.name}.")
-                return _done(request, reverse("circle_detail", args=[circle.pk]))
+                return go_to(request, reverse("circle_detail", args=[circle.pk]))
     else:
         form = CircleForm(initial=CircleForm.initial_for(circle))
-    template = "circles/circle_form.html" + ("#circle-form" if request.htmx else "")
-    return render(request, template, {"circle": circle, "form": form})
+    return render_page(request, "circles/circle_form.html", "circle-form", {"circle": circle, "form": form})
 
 
 @login_required
@@ -333,14 +328,13 @@ def circle_delete(request: HttpRequest, circle_id) -> HttpResponse:
         name = circle.name
         services.circle_delete(circle=circle, by=request.user)
         messages.success(request, f"Deleted {name}. Every memory shared in it stays in its owner's journal.")
-        return _done(request, reverse("circle_list"))
+        return go_to(request, reverse("circle_list"))
     context = {
         "circle": circle,
         "member_count": circle.memberships.count(),
         "share_count": circle.shares.count(),
     }
-    template = "circles/circle_confirm_delete.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "circles/circle_confirm_delete.html", "confirm", context)
 
 
 @login_required
@@ -356,10 +350,9 @@ def circle_leave(request: HttpRequest, circle_id) -> HttpResponse:
             error = " ".join(refused.messages)
         else:
             messages.success(request, f"You left {circle.name}.")
-            return _done(request, reverse("circle_list"))
+            return go_to(request, reverse("circle_list"))
     context = {"circle": circle, "error": error, "is_owner": circle.owner_id == request.user.pk}
-    template = "circles/circle_confirm_leave.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "circles/circle_confirm_leave.html", "confirm", context)
 
 
 @login_required
@@ -373,9 +366,10 @@ def circle_member_remove(request: HttpRequest, circle_id, user_id: int) -> HttpR
     if request.method == "POST":
         services.membership_remove(circle=circle, user_id=membership.user_id, by=request.user)
         messages.success(request, f"Removed {membership.user.get_username()} from {circle.name}.")
-        return _done(request, reverse("circle_detail", args=[circle.pk]))
-    template = "circles/circle_confirm_remove.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, {"circle": circle, "membership": membership})
+        return go_to(request, reverse("circle_detail", args=[circle.pk]))
+    return render_page(
+        request, "circles/circle_confirm_remove.html", "confirm", {"circle": circle, "membership": membership}
+    )
 
 
 # --- the owner: invite links and join requests ------------------------------------------------
@@ -516,8 +510,9 @@ def _invite_context(request: HttpRequest, invite, token: str, **extra) -> dict:
 
 
 def _invite_invalid(request: HttpRequest, invalid: services.InviteInvalid) -> HttpResponse:
-    template = "circles/invite.html" + ("#invite-card" if request.htmx else "")
-    return render(request, template, {"invalid": " ".join(invalid.messages)}, status=404)
+    return render_page(
+        request, "circles/invite.html", "invite-card", {"invalid": " ".join(invalid.messages)}, status=404
+    )
 
 
 @never_cache
@@ -528,8 +523,7 @@ def circle_invite(request: HttpRequest, token: str) -> HttpResponse:
         invite = services.invite_check(token=token)
     except services.InviteInvalid as invalid:
         return _invite_invalid(request, invalid)
-    template = "circles/invite.html" + ("#invite-card" if request.htmx else "")
-    return render(request, template, _invite_context(request, invite, token))
+    return render_page(request, "circles/invite.html", "invite-card", _invite_context(request, invite, token))
 
 
 @never_cache
@@ -545,9 +539,8 @@ def circle_invite_ask(request: HttpRequest, token: str) -> HttpResponse:
     except services.InviteInvalid as invalid:
         return _invite_invalid(request, invalid)
     except ValidationError as refused:  # already a member, or the circle is full
-        template = "circles/invite.html" + ("#invite-card" if request.htmx else "")
         context = _invite_context(request, invite, token, ask_error=" ".join(refused.messages))
-        return render(request, template, context)
+        return render_page(request, "circles/invite.html", "invite-card", context)
     if request.htmx:
         return render(request, "circles/invite.html#invite-card", _invite_context(request, invite, token))
     return redirect(invite_path)
@@ -643,5 +636,4 @@ def person_circle_consent(request: HttpRequest, person_id, circle_id) -> HttpRes
                 )
             return redirect("person_detail", person_id=person.pk)
     context = person_page_context(request, person, circle_consent_form=form, circle_consent_for=circle.pk)
-    template = "people/person_detail.html" + ("#consent-panel" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "people/person_detail.html", "consent-panel", context)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from config.pages import render_page
 from inbox.selectors import consent_request_inbox, notification_list
 from inbox.services import notifications_mark_read
 
@@ -19,9 +19,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
     """
     notifications = list(notification_list(recipient=request.user))
     notifications_mark_read(recipient=request.user)
-    template = "inbox/inbox.html" + ("#inbox-list" if request.htmx else "")
     context = {
         "notifications": notifications,
         "consent_requests": consent_request_inbox(owner=request.user),
     }
-    return render(request, template, context)
+    return render_page(request, "inbox/inbox.html", "inbox-list", context)

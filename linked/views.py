@@ -25,8 +25,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
+from config.pages import go_to, render_page
 from linked import selectors, services
 from linked.templatetags.linked_tags import link_panel_context
 from mail.forms import InvitationForm
@@ -120,9 +120,8 @@ def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
             request, f"Unlinked {person.display_name}. Their last choices stay; you decide from now on."
         )
         url = reverse("person_detail", args=[person.pk])
-        return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-    template = "linked/person_confirm_unlink.html" + ("#confirm-unlink" if request.htmx else "")
-    return render(request, template, {"person": person})
+        return go_to(request, url)
+    return render_page(request, "linked/person_confirm_unlink.html", "confirm-unlink", {"person": person})
 
 
 # --- the link page (the person themself) ----------------------------------------------------------
@@ -130,8 +129,9 @@ def person_unlink(request: HttpRequest, person_id) -> HttpResponse:
 
 def _link_refused(request: HttpRequest, refused: services.LinkInvalid) -> HttpResponse:
     """One answer for every refused token, a 404 naming nobody (SPEC §4), as the API's."""
-    template = "linked/link.html" + ("#link-card" if request.htmx else "")
-    return render(request, template, {"invalid": " ".join(refused.messages)}, status=404)
+    return render_page(
+        request, "linked/link.html", "link-card", {"invalid": " ".join(refused.messages)}, status=404
+    )
 
 
 def _link_check(request: HttpRequest, token: str):
@@ -161,8 +161,7 @@ def person_link(request: HttpRequest, token: str) -> HttpResponse:
         "link_path": reverse("person_link", args=[token]),
         "accept_url": reverse("person_link_accept", args=[token]),
     }
-    template = "linked/link.html" + ("#link-card" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "linked/link.html", "link-card", context)
 
 
 @never_cache
@@ -182,7 +181,7 @@ def person_link_accept(request: HttpRequest, token: str) -> HttpResponse:
         f"Linked. You now decide who may see memories about you in {person.owner.get_username()}'s journal.",
     )
     url = reverse("my_consents") + f"#linked-{person.pk}"
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return go_to(request, url)
 
 
 # --- My consents (the person themself) -----------------------------------------------------------
@@ -258,8 +257,7 @@ def _person_response(request: HttpRequest, item: dict) -> HttpResponse:
 @login_required
 @require_GET
 def my_consents(request: HttpRequest) -> HttpResponse:
-    template = "linked/my_consents.html" + ("#my-consents" if request.htmx else "")
-    return render(request, template, _page_context(request))
+    return render_page(request, "linked/my_consents.html", "my-consents", _page_context(request))
 
 
 @login_required
@@ -355,10 +353,6 @@ def my_consent_request_dismiss(request: HttpRequest, consent_request_id) -> Http
 # --- revoke everything for a journal, unlink me ------------------------------------------------------
 
 
-def _done(request: HttpRequest, url: str) -> HttpResponse:
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def my_consents_revoke_all(request: HttpRequest, owner_id: int) -> HttpResponse:
@@ -377,9 +371,10 @@ def my_consents_revoke_all(request: HttpRequest, owner_id: int) -> HttpResponse:
             f"Everything is revoked in {owner}'s journal ({changed} change{'s' if changed != 1 else ''}): "
             "memories about you are hidden from their agents and their circles.",
         )
-        return _done(request, reverse("my_consents"))
-    template = "linked/confirm_revoke_all.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, {"journal": journal, "owner": owner})
+        return go_to(request, reverse("my_consents"))
+    return render_page(
+        request, "linked/confirm_revoke_all.html", "confirm", {"journal": journal, "owner": owner}
+    )
 
 
 @login_required
@@ -394,6 +389,10 @@ def my_unlink(request: HttpRequest, person_id) -> HttpResponse:
             f"Unlinked from {person.owner.get_username()}'s journal. Your last choices stay; "
             "they decide from now on.",
         )
-        return _done(request, reverse("my_consents"))
-    template = "linked/confirm_unlink.html" + ("#confirm" if request.htmx else "")
-    return render(request, template, {"person": person, "owner": person.owner.get_username()})
+        return go_to(request, reverse("my_consents"))
+    return render_page(
+        request,
+        "linked/confirm_unlink.html",
+        "confirm",
+        {"person": person, "owner": person.owner.get_username()},
+    )

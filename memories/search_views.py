@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from config.pages import render_page
 from memories.gate import agent_visible_memories
 from memories.models import Memory
 from memories.retrieval import SearchHit, memory_search, memory_search_highlights
@@ -68,6 +68,5 @@ def search(request: HttpRequest) -> HttpResponse:
         status = 400
     elif query:
         hits = memory_search(request.user, query, respect_consent=False, limit=RESULT_LIMIT)
-    template = "memories/search.html" + ("#search-results" if request.htmx else "")
     context = {"query": query, "error": error, "results": _results(request, query, hits)}
-    return render(request, template, context, status=status)
+    return render_page(request, "memories/search.html", "search-results", context, status=status)

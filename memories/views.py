@@ -21,6 +21,7 @@ from attachments.forms import MemoryPhotosForm
 from attachments.services import attachments_add
 from config.form_inputs import add_service_errors
 from config.limits import LATEST_YEAR
+from config.pages import render_page
 from memories import selectors, services, supersession
 from memories.forms import (
     ADD_ROW,
@@ -442,8 +443,7 @@ def memory_calendar(request: HttpRequest) -> HttpResponse:
         "calendar": _calendar_context(request, month),
         "in_timeline": request.GET.get("in") == "timeline",
     }
-    template = "memories/calendar.html" + ("#calendar" if request.htmx else "")
-    return render(request, template, context)
+    return render_page(request, "memories/calendar.html", "calendar", context)
 
 
 @login_required
@@ -509,8 +509,9 @@ def _memory_page_context(
 @login_required
 def memory_detail(request: HttpRequest, memory_id) -> HttpResponse:
     memory = selectors.memory_get(owner=request.user, memory_id=memory_id)
-    template = "memories/memory_detail.html" + ("#memory-main" if request.htmx else "")
-    return render(request, template, _memory_page_context(request, memory))
+    return render_page(
+        request, "memories/memory_detail.html", "memory-main", _memory_page_context(request, memory)
+    )
 
 
 def _supersession_updated(
@@ -637,14 +638,13 @@ def memory_edit(request: HttpRequest, memory_id) -> HttpResponse:
     else:
         form = MemoryForm(initial=MemoryForm.initial_for(memory), owner=request.user)
         participants = participant_formset(owner=request.user, memory=memory)
-    template = "memories/memory_form.html" + ("#memory-form" if request.htmx else "")
     context = {
         "memory": memory,
         "form": form,
         "participants": participants,
         "mention_question": mention_question,
     }
-    return render(request, template, context)
+    return render_page(request, "memories/memory_form.html", "memory-form", context)
 
 
 @login_required
@@ -656,5 +656,4 @@ def memory_delete(request: HttpRequest, memory_id) -> HttpResponse:
         services.memory_delete(memory=memory)
         messages.success(request, "Memory deleted.")
         return redirect("timeline")
-    template = "memories/memory_confirm_delete.html" + ("#confirm-delete" if request.htmx else "")
-    return render(request, template, {"memory": memory})
+    return render_page(request, "memories/memory_confirm_delete.html", "confirm-delete", {"memory": memory})

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from config.form_inputs import add_service_errors
+from config.pages import render_page
 from memories.selectors import MemoryFilters, memory_list
 from people import selectors, services
 from people.forms import RELATIONSHIP_SUGGESTIONS, ConsentForm, PersonForm, PersonPhotoForm
@@ -56,8 +57,9 @@ def _people_page(request: HttpRequest, form: PersonForm) -> dict:
 @login_required
 def person_list(request: HttpRequest) -> HttpResponse:
     """Everyone, by name, with their memory counts; birthdays coming up in the next month."""
-    template = "people/person_list.html" + ("#people-table" if request.htmx else "")
-    return render(request, template, _people_page(request, PersonForm()))
+    return render_page(
+        request, "people/person_list.html", "people-table", _people_page(request, PersonForm())
+    )
 
 
 @login_required
@@ -78,8 +80,9 @@ def person_create(request: HttpRequest) -> HttpResponse:
 @login_required
 def person_detail(request: HttpRequest, person_id) -> HttpResponse:
     person = selectors.person_get(owner=request.user, person_id=person_id)
-    template = "people/person_detail.html" + ("#consent-panel" if request.htmx else "")
-    return render(request, template, person_page_context(request, person))
+    return render_page(
+        request, "people/person_detail.html", "consent-panel", person_page_context(request, person)
+    )
 
 
 @login_required
@@ -113,8 +116,12 @@ def person_consent(request: HttpRequest, person_id) -> HttpResponse:
             else:
                 messages.success(request, f"{person.display_name}'s consent is now {person.consent_status}.")
             return redirect("person_detail", person_id=person.pk)
-    template = "people/person_detail.html" + ("#consent-panel" if request.htmx else "")
-    return render(request, template, person_page_context(request, person, consent_form=form))
+    return render_page(
+        request,
+        "people/person_detail.html",
+        "consent-panel",
+        person_page_context(request, person, consent_form=form),
+    )
 
 
 def _save_photo(request: HttpRequest, person: Person, photo_form: PersonPhotoForm) -> bool:
@@ -156,14 +163,13 @@ def person_edit(request: HttpRequest, person_id) -> HttpResponse:
     else:
         form = PersonForm(initial=PersonForm.initial_for(person))
         photo_form = PersonPhotoForm()
-    template = "people/person_form.html" + ("#person-form" if request.htmx else "")
     context = {
         "person": person,
         "form": form,
         "photo_form": photo_form,
         "relationship_suggestions": RELATIONSHIP_SUGGESTIONS,
     }
-    return render(request, template, context)
+    return render_page(request, "people/person_form.html", "person-form", context)
 
 
 class _PhotoRefused(Exception):
@@ -225,5 +231,9 @@ def person_delete(request: HttpRequest, person_id) -> HttpResponse:
             messages.success(request, f"Deleted {person.display_name}.")
             return redirect("person_list")
     memory_count = memory_list(owner=request.user, filters=MemoryFilters(person=person)).count()
-    template = "people/person_confirm_delete.html" + ("#confirm-delete" if request.htmx else "")
-    return render(request, template, {"person": person, "memory_count": memory_count, "error": error})
+    return render_page(
+        request,
+        "people/person_confirm_delete.html",
+        "confirm-delete",
+        {"person": person, "memory_count": memory_count, "error": error},
+    )

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from config.pages import go_to, render_page
 from portability import selectors, services
 from portability.forms import AccountDeleteForm, ImportForm
 from portability.models import ImportJob
@@ -93,8 +94,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
 @require_GET
 def import_job_detail(request: HttpRequest, job_id) -> HttpResponse:
     job = selectors.import_job_get(owner=request.user, job_id=job_id)
-    template = "portability/import_job.html" + ("#import-progress" if request.htmx else "")
-    return render(request, template, {"job": job})
+    return render_page(request, "portability/import_job.html", "import-progress", {"job": job})
 
 
 @login_required
@@ -125,5 +125,5 @@ def account_delete(request: HttpRequest) -> HttpResponse:
             logout(request)
             messages.success(request, "Your account and everything in it has been deleted.")
             after = resolve_url(settings.LOGOUT_REDIRECT_URL)
-            return HttpResponseClientRedirect(after) if request.htmx else redirect(after)
+            return go_to(request, after)
     return _settings_page(request, delete_form=form, status=400)
