@@ -68,10 +68,12 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# One bench with its services up: `make bench BENCH="bench_retrieval --memories 100000 --compare"`.
+# One bench with its services up, the database migrated first (a new data directory has none):
+# `make bench BENCH="bench_retrieval --memories 100000 --compare"`.
 # Every bench and its options: docs/performance.md.
 BENCH ?= bench_retrieval --memories 10000 --gated 0.1,0.5,0.9,0.99 --queries 100 --compare
 bench: $(STAMP)
+	$(PY) -m config.embedded exec -- $(PY) manage.py migrate --no-input -v 0
 	$(PY) -m config.embedded exec -- $(PY) manage.py $(BENCH)
 
 # The whole suite on pytest-xdist workers, each with its own test database and Redis
