@@ -31,6 +31,8 @@ def test_bench_import_makes_every_entry_searchable_prints_each_stage_and_cleans_
     text = out.getvalue()
 
     assert "tasks run eagerly in this process" in text
+    vacuumed = r"^vacuumed what earlier runs deleted in [0-9.]+s \(before the clock\)$"
+    assert re.search(vacuumed, text, re.MULTILINE), text
     for stage in ("parsing", "saving", "embedding", "edges"):
         assert re.search(rf"^  {stage}: +\d+ entries/s", text, re.MULTILINE), text
     assert re.search(r"^import: Done, 30 imported, 0 skipped$", text, re.MULTILINE), text

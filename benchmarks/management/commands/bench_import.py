@@ -52,6 +52,15 @@ from portability import services as import_services
 from portability.models import ImportJob, ImportStatus
 
 OWNER = "bench_import"
+# The tables an import writes, whose rows a run deletes again (vacuumed before the next run).
+LEFTOVER_TABLES = (
+    "memories_memory",
+    "memories_memorygate",
+    "memories_memorytext",
+    "memories_memoryedge",
+    "memories_memoryparticipant",
+    "people_person",
+)
 
 SUBJECTS = {
     "garden": "tomatoes roses soil compost seedlings weeds watering beans greenhouse harvest",
@@ -192,6 +201,7 @@ class Command(BaseCommand):
         if worker < 0:
             raise CommandError("--worker takes a number of processes (0: eagerly in this process).")
         delete_bench_users(OWNER)
+        self._vacuum_leftovers()
         owner = bench_user(OWNER)
         _own_self(owner)
         content = dayone_export(entries=entries, seed=seed)
@@ -202,6 +212,21 @@ class Command(BaseCommand):
             self._eagerly(owner, content, entries, progress)
         if not keep:
             delete_bench_users(OWNER)
+
+    def _vacuum_leftovers(self) -> None:
+        """Clear the rows an earlier run deleted (at its end, or just now) before the clock starts.
+
+        Otherwise autovacuum comes for them during the import and takes a core from it for a
+        minute or more (the vector index's clean-up walks the graph): a rerun right after a run
+        measured 194 s against the first run's 168 s (2026-11-29, a fresh clone). A new user's
+        import on a server does not pay for someone else's deletion."""
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            for table in LEFTOVER_TABLES:
+                cursor.execute(f"VACUUM (ANALYZE, INDEX_CLEANUP ON) {table}")
+        self.stdout.write(
+            f"vacuumed what earlier runs deleted in {time.perf_counter() - started:.1f}s (before the clock)"
+        )
 
     def _eagerly(self, owner, content: bytes, entries: int, progress: float) -> None:
         from config.celery import app
