@@ -6,10 +6,9 @@ from django.contrib.auth import logout
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render, resolve_url
+from django.shortcuts import render, resolve_url
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from config.pages import go_to, render_page
 from portability import selectors, services
@@ -83,9 +82,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
             form.add_error("file", error.messages)
         else:
             messages.success(request, f"Importing {job.filename}: you can leave this page and come back.")
-            if request.htmx:
-                return HttpResponseClientRedirect(job_url(job))
-            return redirect(job_url(job))
+            return go_to(request, job_url(job))
     # The full page, with or without htmx: the upload form is a plain multipart form.
     return _settings_page(request, import_form=form, status=400)
 
@@ -107,9 +104,7 @@ def import_job_resume(request: HttpRequest, job_id) -> HttpResponse:
         messages.error(request, " ".join(error.messages))
     else:
         messages.success(request, "Import resumed: it continues where it stopped.")
-    if request.htmx:
-        return HttpResponseClientRedirect(job_url(job))
-    return redirect(job_url(job))
+    return go_to(request, job_url(job))
 
 
 @login_required
