@@ -5,7 +5,7 @@ here; no other module decides visibility. The viewer is a parameter: the owner, 
 agent acting for the owner, a circle member, a member's agent, a set of readers.
 Everything is decided inside one SQL statement (EXISTS / NOT EXISTS on the people),
 never by filtering rows in Python, so `LIMIT k` counts only what passed and a change
-of consent shows on the very next query (nothing is kept but built statements).
+of consent shows on the very next query (nothing is kept but built statements and their parts).
 
 The rules, in SPEC order:
 
@@ -137,12 +137,27 @@ class _ExistsPerRow(_Exists):
     template = "EXISTS(%(subquery)s OFFSET 0)"
 
 
-def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: bool) -> list:
-    """The conditions an owner's memory must meet for an agent acting for that owner (SPEC §3).
+def _kept(condition):
+    """`condition` with every _Exists in it resolved into a query of memories now, once.
 
-    Shared by agent_visible_memories and by the circle case when the memory's owner
-    is among the readers through an agent: no agent is the owner.
+    A part of the gate that many statements share (the consent checks of a circle, of the
+    owners' agents, a viewer's membership) is built and resolved once and kept (the caches
+    below); every statement built from it takes the same resolved EXISTS (_Exists keeps it as
+    it is) and its SQL, compiled once. Building a circle's statement for a new viewer or a
+    new circle is then the few conditions around them, not every nested EXISTS again.
     """
+    if isinstance(condition, _Exists):
+        return condition.resolve_expression(Memory.objects.all().query)
+    if isinstance(condition, Q):
+        children = (_kept(child) for child in condition.children)
+        return Q(*children, _connector=condition.connector, _negated=condition.negated)
+    return condition
+
+
+@functools.lru_cache(maxsize=2)
+def _agents_consent_kept(whole_journal: bool) -> tuple:
+    """Rule 2's consent checks that are the same for every owner: the participants', the
+    source's, and whether the memory has anyone in it (resolved once: _kept)."""
     # Fail closed: a participant blocks unless its person row is positively known
     # to have granted consent. Written as NOT EXISTS(granted person) rather than a
     # JOIN to people filtered on "not granted": with a JOIN, a participant whose
@@ -155,21 +170,35 @@ def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: boo
     granted_source = Person.objects.filter(
         pk=OuterRef("source_person_id"), consent_status=ConsentStatus.GRANTED
     )
+    any_participant = MemoryParticipant.objects.filter(memory_id=OuterRef("pk"))
+    participant_check = _Exists if whole_journal else _ExistsPerRow
+    return (
+        _kept(~participant_check(ungranted_participant)),
+        _kept(_Exists(any_participant)),
+        _kept(Q(source_person__isnull=True) | _Exists(granted_source)),
+    )
+
+
+def _agents_rules(owner_id: int, *, may_read_sensitive: bool, whole_journal: bool) -> list:
+    """The conditions an owner's memory must meet for an agent acting for that owner (SPEC §3).
+
+    Shared by agent_visible_memories and by the circle case when the memory's owner
+    is among the readers through an agent: no agent is the owner.
+    """
+    no_ungranted_participant, any_participant, source_granted = _agents_consent_kept(whole_journal)
     # A memory with nobody in it is the owner's own: Self stands in as its
     # participant, so revoking Self hides it (and a missing Self row does too).
-    any_participant = MemoryParticipant.objects.filter(memory_id=OuterRef("pk"))
     granted_self = Person.objects.filter(
         owner_id=owner_id, is_self=True, consent_status=ConsentStatus.GRANTED
     )
-    participant_check = _Exists if whole_journal else _ExistsPerRow
     rules = [
-        ~participant_check(ungranted_participant),
+        no_ungranted_participant,
         # Self first: one probe per statement (an InitPlan) that, granted as it
         # usually is, settles the OR for every row. With the other arm first,
         # PostgreSQL may hash every participant id of the table before the first
         # row (an agent's page of 20 at 110,000 participants: 36 ms instead of ~2).
-        _Exists(granted_self) | _Exists(any_participant),
-        Q(source_person__isnull=True) | _Exists(granted_source),
+        _Exists(granted_self) | any_participant,
+        source_granted,
         # Now() is the transaction's clock, so every statement in one search agrees.
         Q(expires_at__isnull=True) | Q(expires_at__gt=Now()),
         Q(owner_id=owner_id),
@@ -209,6 +238,13 @@ def _agent_visible_built(owner_id: int, may_read_sensitive: bool, whole_journal:
     return Memory.objects.filter(
         *_agents_rules(owner_id, may_read_sensitive=may_read_sensitive, whole_journal=whole_journal)
     )
+
+
+def forget_built() -> None:
+    """Drop every kept statement and kept part (tests that compare them with fresh builds)."""
+    kept = (_agent_visible_built, _circle_visible_built, _agents_consent_kept, _circle_kept, _viewer_kept)
+    for cache in kept:
+        cache.cache_clear()
 
 
 def agent_visible_people(owner: AbstractBaseUser | int) -> QuerySet[Person]:
@@ -439,32 +475,19 @@ def _circle_visible_built(
     assume_shared: bool,
 ) -> QuerySet[Memory]:
     """circle_visible_memories' statement, built (kept: see _BUILT_KEPT)."""
-    # circles builds on memories; the gate reads its tables here, lazily, so that
-    # there is one gate with a case per audience rather than a second gate there.
-    from circles.models import CircleMembership, MemoryShare
-
-    audience = circle_audience(circle_id)
-    ungranted_participant = MemoryParticipant.objects.filter(
-        ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
-    )
-    consented = Q(~_Exists(ungranted_participant)) & (
-        Q(source_person__isnull=True) | Q(_granted_for(audience, "source_person_id"))
-    )
-    members = CircleMembership.objects.filter(circle_id=circle_id)
+    shared_into, consented = _circle_kept(circle_id)
     conditions: list = [
         # The owner is still a member: = ANY(ARRAY(...)) reads the members once (an
         # InitPlan) instead of joining every shared memory to every membership.
         RawSQL(
             f"{Memory._meta.db_table}.owner_id = ANY(ARRAY(SELECT user_id FROM "
-            f"{CircleMembership._meta.db_table} WHERE circle_id = %s))",
+            f"{_membership_model()._meta.db_table} WHERE circle_id = %s))",
             [str(circle_id)],
             output_field=BooleanField(),
         ),
     ]
     if not assume_shared:
-        conditions.insert(
-            0, _Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
-        )
+        conditions.insert(0, shared_into)
     alone = len(viewers) == 1 and not read_by_several
     # A person reading alone may read a sensitive memory about them; an agent only when cleared.
     sensitive_passes = alone and (may_read_sensitive or not for_agent)
@@ -476,17 +499,11 @@ def _circle_visible_built(
         # people's consent for the circle: asked once here, not once per viewer.
         conditions.append(consented)
     for viewer_id in viewers:
-        about_viewer = Q(
-            _Exists(
-                MemoryParticipant.objects.filter(
-                    memory_id=OuterRef("pk"), role=ParticipantRole.SUBJECT, person__linked_user_id=viewer_id
-                )
-            )
-        )
+        member, about_viewer = _viewer_kept(circle_id, viewer_id)
         allowed = Q(sensitivity=Sensitivity.PUBLIC) | (Q(sensitivity=Sensitivity.PERSONAL) & about_viewer)
         if sensitive_passes:
             allowed |= Q(sensitivity=Sensitivity.SENSITIVE) & about_viewer
-        conditions.append(_Exists(members.filter(user_id=viewer_id)))
+        conditions.append(member)
         if for_agent:
             # The viewer's own memory through an agent: the agents' rules for its owner
             # and the circle's consent, never the owner's shortcut (nor `allowed`, which
@@ -508,6 +525,46 @@ def _circle_visible_built(
         else:
             conditions.append(Q(owner_id=viewer_id) | (consented & allowed))
     return Memory.objects.filter(*conditions)
+
+
+def _membership_model():
+    # circles builds on memories; the gate reads its tables here, lazily, so that
+    # there is one gate with a case per audience rather than a second gate there.
+    from circles.models import CircleMembership
+
+    return CircleMembership
+
+
+@functools.lru_cache(maxsize=_BUILT_KEPT)
+def _circle_kept(circle_id: str) -> tuple:
+    """A circle's parts of rule 3 that are the same for every viewer, resolved once (_kept):
+    the memory is shared into it, and its people (participants, who told it) are granted for it."""
+    from circles.models import MemoryShare
+
+    audience = circle_audience(circle_id)
+    ungranted_participant = MemoryParticipant.objects.filter(
+        ~_granted_for(audience, "person_id"), memory_id=OuterRef("pk")
+    )
+    consented = Q(~_Exists(ungranted_participant)) & (
+        Q(source_person__isnull=True) | Q(_granted_for(audience, "source_person_id"))
+    )
+    shared_into = _Exists(MemoryShare.objects.filter(memory_id=OuterRef("pk"), circle_id=circle_id))
+    return _kept(shared_into), _kept(consented)
+
+
+@functools.lru_cache(maxsize=_BUILT_KEPT)
+def _viewer_kept(circle_id: str, viewer_id: int) -> tuple:
+    """A viewer's parts of rule 3 in a circle, resolved once (_kept): they are a current
+    member, and the memory is about them (a subject linked to them)."""
+    member = _Exists(_membership_model().objects.filter(circle_id=circle_id, user_id=viewer_id))
+    about_viewer = Q(
+        _Exists(
+            MemoryParticipant.objects.filter(
+                memory_id=OuterRef("pk"), role=ParticipantRole.SUBJECT, person__linked_user_id=viewer_id
+            )
+        )
+    )
+    return _kept(member), _kept(about_viewer)
 
 
 def circles_agents_may_read(owner_id: int) -> QuerySet:

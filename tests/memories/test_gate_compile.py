@@ -74,8 +74,7 @@ def _compiled() -> list[str]:
 
 
 def _forget_built() -> None:
-    gate._agent_visible_built.cache_clear()
-    gate._circle_visible_built.cache_clear()
+    gate.forget_built()
 
 
 def test_kept_exists_compile_exactly_as_djangos(monkeypatch):
@@ -104,4 +103,41 @@ def test_a_kept_exists_is_compiled_once():
     assert all(exists._sql for exists in kept)
     # A relabelled copy (the statement used inside another) compiles afresh.
     assert not any(exists.copy()._sql for exists in kept)
+    _forget_built()
+
+
+def _exists_in(node) -> list:
+    """Every _Exists object in a statement's WHERE tree, in order (not inside subqueries)."""
+    found = []
+    for child in getattr(node, "children", []):
+        target = getattr(child, "lhs", child)
+        if isinstance(target, gate._Exists):
+            found.append(target)
+        found += _exists_in(child)
+    return found
+
+
+def test_statements_share_their_kept_parts_and_their_compiled_sql():
+    """A new viewer, a new circle or a new owner builds only what is theirs: the parts that
+    are the same (a circle's share and consent checks, a viewer's membership, the agents'
+    consent checks) are the very same resolved EXISTS in every statement, compiled once."""
+    _forget_built()
+    other = uuid.UUID("00000000-0000-4000-8000-0000000000bb")
+    first = gate.circle_visible_memories(CIRCLE, [3], for_agent=True, read_by_several=True)
+    str(first.query)
+    second = gate.circle_visible_memories(CIRCLE, [3, 4], for_agent=True, read_by_several=True)
+    elsewhere = gate.circle_visible_memories(other, [3], for_agent=True, read_by_several=True)
+    first_ids = {id(exists) for exists in _exists_in(first.query.where)}
+    second_kept = [exists for exists in _exists_in(second.query.where) if id(exists) in first_ids]
+    # The circle's share and consent (2), viewer 3's membership, the agents' checks (2).
+    assert len(second_kept) >= 5, "a second viewer set rebuilt the circle's and viewer 3's parts"
+    assert all(exists._sql for exists in second_kept), "compiled again"
+    shared_elsewhere = {id(exists) for exists in _exists_in(elsewhere.query.where)} & first_ids
+    # In another circle only the agents' consent checks are the same objects.
+    assert len(shared_elsewhere) == 2
+    owner_a, owner_b = gate.agent_visible_memories(5), gate.agent_visible_memories(7)
+    shared_by_owners = {id(e) for e in _exists_in(owner_a.query.where)} & {
+        id(e) for e in _exists_in(owner_b.query.where)
+    }
+    assert len(shared_by_owners) == 2  # participants' and the memory's anyone-in-it
     _forget_built()
