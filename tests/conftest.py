@@ -79,6 +79,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     if getattr(config, "workerinput", None) is None:
         return
+    if config.getvalue("loadgroup"):
+        _name_groups(items)
 
     def place(item: pytest.Item) -> int:
         if item.get_closest_marker("longest"):
@@ -86,6 +88,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return 2 if item.get_closest_marker("server_alone") else 1
 
     items.sort(key=place)  # stable: otherwise in the order collected
+
+
+def _name_groups(items: list[pytest.Item]) -> None:
+    """Put each xdist_group's name at the end of its tests' ids ("…::test@plans"), which is
+    how `--dist loadgroup` sends a group's tests to one worker.
+
+    pytest-xdist 3.8 writes the name into `item._nodeid`, which pytest 9 no longer reads (a
+    node's id is `item._id`): every group was silently split across the workers, and
+    tests/memories/test_plans.py built its 10,000-memory world on both. Done here, once, for
+    the ids that lack it; tests/test_suite_groups.py checks that a grouped test's id has it.
+    """
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted(
+            {
+                str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                for mark in item.iter_markers("xdist_group")
+            }
+        )
+        nodeid = item.nodeid
+        if names and "@" not in nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{nodeid}@{'_'.join(names)}")
 
 
 # The xdist workers share one PostgreSQL server, and its transaction horizon (the oldest
