@@ -130,6 +130,9 @@ def _token_with_prefix(prefix: str) -> AccessToken | None:
     agent = instance(Agent, agent_fields, row[agent_at:]) if agent_pk is not None else None
     AccessToken.owner.field.set_cached_value(token, owner)
     AccessToken.agent.field.set_cached_value(token, agent)
+    if agent is not None and agent.owner_id == owner.pk:
+        # The agent's owner is the token's: loaded once (agent.owner was a query per request).
+        Agent.owner.field.set_cached_value(agent, owner)
     return token
 
 

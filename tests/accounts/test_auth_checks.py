@@ -139,6 +139,8 @@ def test_the_token_lookup_loads_what_select_related_loads(alice, kind, django_as
     with django_assert_num_queries(1):
         loaded = services._token_with_prefix(token.prefix)
         owner, loaded_agent = loaded.owner, loaded.agent  # cached, as select_related leaves them
+        # And the agent's owner is the token's, loaded once (A2A asks for it on every request).
+        assert loaded_agent is None or loaded_agent.owner is owner
     assert _fields(loaded) == _fields(orm)
     assert _fields(owner) == _fields(orm.owner) and owner.pk == alice.pk
     if agent is None:
