@@ -7,6 +7,7 @@ machine, so each bench prints load_average() before and after measuring.
 from __future__ import annotations
 
 import os
+import platform
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -25,6 +26,31 @@ def load_average() -> str:
 def cpu_count() -> int:
     """The CPUs this process may run on (what the machine lends the bench)."""
     return len(os.sched_getaffinity(0))
+
+
+def machine() -> str:
+    """The CPUs the bench runs on, by model: "2 CPUs: AMD EPYC 7B13 (AVX2)".
+
+    Figures move with the processor as much as with the code: the same commit's searches
+    measured 1.5-2 times slower on one session's Intel Xeon than on another's AMD EPYC,
+    pgvector's own statements (the peers) included. A figure is compared with another
+    measured on the same model, or by its ratio to the peers measured in the same run.
+    """
+    model, flags = "", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name == "model name" and not model:
+                    model = " ".join(value.split())
+                elif name == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine() or "unknown processor"
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    return f"{cpu_count()} CPUs: {model}" + (f" ({vectors})" if vectors else "")
 
 
 def server_versions() -> str:

@@ -18,6 +18,8 @@ def test_bench_circles_prints_each_consented_fraction_and_shares_what_it_says():
     call_command("bench_circles", memories=300, shared=120, members=3, consented="0.5", queries=3, stdout=out)
     text = out.getvalue()
     assert "Load average before measuring" in text
+    # Which processor the figures come from (they move with it).
+    assert re.search(r"^\d+ CPUs: \S.*\. Load average before measuring", text, re.M), text
     assert "Measured after VACUUM of the shares following each consent change." in text
     assert "0.50" in text and "recall@k" in text
     # Both searches are scored against an exact reference (a number, not nan).

@@ -26,6 +26,7 @@ def test_bench_retrieval_prints_latency_recall_and_rows_for_each_gated_fraction(
     text = out.getvalue()
 
     assert "One consent change for a person in" in text
+    assert re.search(r"pgvector [0-9.]+, \d+ CPUs: \S.*\. Latency excludes", text), text
     # The first search after the process starts, and after each change, apart from the steady state.
     assert re.search(
         r"^First search in this process: the owner's kNN [0-9.]+ ms, hybrid [0-9.]+ ms", text, re.M

@@ -33,7 +33,7 @@ from agents.services import agent_create_builtins
 from benchmarks.management.commands.bench_load import _StubLLM
 from benchmarks.options import require_positive
 from benchmarks.seeding import RETRIEVAL_OWNER, bench_user, prewarm, seed_one_owner, set_gated_fraction
-from benchmarks.timing import cpu_count, load_average, percentile
+from benchmarks.timing import load_average, machine, percentile
 
 TURNS_PER_CONVERSATION = 10
 
@@ -87,7 +87,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"bench_chat: {seeded.memory_count} memories, {options['gated']:.0%} gated for agents; agent "
             f"{agent.name}; {options['turns']} turns, {TURNS_PER_CONVERSATION} to a conversation; "
-            f"{cpu_count()} CPUs; load {load_average()}"
+            f"{machine()}; load {load_average()}"
         )
         turns: list[float] = []
         conversation = None

@@ -50,10 +50,10 @@ from benchmarks.seeding import (
 )
 from benchmarks.timing import (
     Measured,
-    cpu_count,
     latency_recall_columns,
     latency_recall_header,
     load_average,
+    machine,
     measure,
     server_versions,
 )
@@ -161,7 +161,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\n{seeded.memory_count} memories for {BENCH_USERNAME} ({options['distribution']} vectors, "
             f"text: {options['text']}); {Memory.objects.count()} memories in the table. "
-            f"{server_versions()}, {cpu_count()} CPUs; "
+            f"{server_versions()}, {machine()}; "
             f"agents' index {', '.join(hnsw_options or [])}.\n"
             f"Consent changes through person_set_consent, timed with their commit.\n"
             f"Load average before measuring: {load_average()}\n"

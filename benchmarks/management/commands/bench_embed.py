@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from benchmarks.seeding import Text
-from benchmarks.timing import cpu_count, load_average, percentile
+from benchmarks.timing import load_average, machine, percentile
 from memories import embeddings
 from memories.models import Memory
 from memories.services import _embedding_input, memory_edges_refresh_many, memory_embed_batch
@@ -82,7 +82,7 @@ class Command(BaseCommand):
         encoder.encode(["warm-up"])  # the model load is not part of the path
         self.stdout.write(
             f"model {embeddings.MODEL_NAME}: {embeddings.describe(encoder)}, {encoder.threads} thread(s), "
-            f"loaded in {time.perf_counter() - started:.1f}s; {cpu_count()} CPUs; load {load_average()}"
+            f"loaded in {time.perf_counter() - started:.1f}s; {machine()}; load {load_average()}"
         )
         text = Text(options["text"], np.random.default_rng(options["seed"]))
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks.timing import load_average
+from benchmarks.timing import load_average, machine
 from config.embedded import free_port, wait_until_serving
 
 MIB = 1024 * 1024
@@ -168,7 +168,7 @@ class Command(BaseCommand):
                 row[0] += 1
                 row[1] += rss
                 row[2] += pss
-        self.stdout.write(f"Load average: {load_average()}\n")
+        self.stdout.write(f"{machine()}. Load average: {load_average()}\n")
         self.stdout.write(f"{'process':<34} {'count':>5} {'RSS MiB':>9} {'PSS MiB':>9}")
         for role, (count, rss, pss) in rows.items():
             self.stdout.write(f"{role:<34} {count:>5} {rss / MIB:9.0f} {pss / MIB:9.0f}")

@@ -44,7 +44,7 @@ from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from benchmarks.seeding import _own_self, bench_user, delete_bench_users
-from benchmarks.timing import cpu_count, load_average
+from benchmarks.timing import load_average, machine
 from config.embedded import database_environment
 from memories import embeddings, services
 from memories.models import Memory
@@ -239,7 +239,7 @@ class Command(BaseCommand):
             f"bench_import: {entries} Day One entries ({len(content) / 1024:.0f} KB); tasks run eagerly "
             f"in this process (task_always_eager: the worker's functions, one at a time, no broker); "
             f"model {embeddings.describe(encoder)}, {encoder.threads} thread(s), loaded in "
-            f"{time.perf_counter() - started:.1f}s; {cpu_count()} CPUs; load {load_average()}"
+            f"{time.perf_counter() - started:.1f}s; {machine()}; load {load_average()}"
         )
         embed = _Timed(services.memory_embed_batch, lambda kwargs, stored: len(stored))
         edges = _Timed(services.memory_edges_refresh_many, lambda kwargs, _: len(set(kwargs["memory_ids"])))
@@ -314,7 +314,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"bench_import: {entries} Day One entries ({len(content) / 1024:.0f} KB); a Celery worker of "
                 f"{processes} process(es) on queues celery,embeddings_bulk (broker {broker}); "
-                f"{cpu_count()} CPUs; load {load_average()}"
+                f"{machine()}; load {load_average()}"
             )
             self.stdout.flush()
             started, began = time.perf_counter(), timezone.now()

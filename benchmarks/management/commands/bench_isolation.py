@@ -31,7 +31,7 @@ from django.db import OperationalError, connections
 
 from benchmarks.searches import exact_fused, exact_ids, hybrid_ids, nearest_ids
 from benchmarks.seeding import BUCKETS, RETRIEVAL_OWNER, SeededOwner, Text, query_vectors, set_gated_fraction
-from benchmarks.timing import load_average, percentile, recall
+from benchmarks.timing import load_average, machine, percentile, recall
 from config.gc_freeze import freeze_startup_objects
 from memories.models import Memory
 from people.models import Person
@@ -170,7 +170,7 @@ class Command(BaseCommand):
             f"{table_rows} in {connections['default'].settings_dict['NAME']}.\n"
             f"{len(queries)} queries, k={limit}, each on both databases in turn; a hybrid search's "
             "full-text side after its vector side, on the same connection (no search helper). "
-            f"Load average before: {load_average()}\n"
+            f"{machine()}. Load average before: {load_average()}\n"
         )
         self.stdout.write(
             f"{'gated':>6} {'query':<14} {'alone p50':>9} {'p95':>6} {'among p50':>9} {'p95':>6} "

@@ -41,7 +41,7 @@ from agents.models import Agent
 from agents.services import agent_create_builtins
 from benchmarks.options import require_positive
 from benchmarks.seeding import Text, delete_bench_users, seed_one_owner
-from benchmarks.timing import cpu_count, load_average, percentile
+from benchmarks.timing import load_average, machine, percentile
 from config.embedded import free_port, wait_until_serving, web_command, web_threads, web_workers
 from memories.models import Memory
 from people.models import ConsentStatus, Person
@@ -355,7 +355,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\n{options['clients']} clients ({pacing}) for {elapsed:.0f} s, after {options['warmup']:g} s "
             f"unmeasured, against gunicorn ({web_workers()} workers, {web_threads()} threads each) on "
-            f"{cpu_count()} CPUs; the owner has {options['memories']} memories "
+            f"{machine()}; the owner has {options['memories']} memories "
             f"({'embedded by the model' if options['vectors'] == 'model' else 'synthetic vectors'}).\n"
             f"Throughput: {total / elapsed:.1f} requests/s; errors: {sum(errors.values())} of {total}.\n"
         )

@@ -35,10 +35,10 @@ from benchmarks.seeding import (
 )
 from benchmarks.timing import (
     Measured,
-    cpu_count,
     latency_recall_columns,
     latency_recall_header,
     load_average,
+    machine,
     measure,
     percentile,
     server_versions,
@@ -242,7 +242,7 @@ class Command(BaseCommand):
             f"{options['other_owners']} other owners x {options['other_memories']}; text: {options['text']}; "
             f"{total} memories in the table.\n"
             f"{len(queries)} queries, k={limit}. {server_versions()}, "
-            f"{cpu_count()} CPUs. Latency excludes embedding the query.\n"
+            f"{machine()}. Latency excludes embedding the query.\n"
             f"Hybrid search's full-text side: {_text_side_runs()}.\n"
             f"Search transactions: {_search_transactions()}.\n"
             f"Agents' exact searches over thousands of open memories: {_open_vectors_kept()}.\n"
