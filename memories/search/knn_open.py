@@ -55,7 +55,7 @@ def _open_index_neighbours(
     person's instance) otherwise had its ~10,000 open rows read from
     memory_gate_open_idx and sorted, where the HNSW index walks to the nearest few
     (tests/memories/test_plans.py: 9,904 rows read against 44); the search's other
-    statements get them back (_sort_back_on).
+    statements get them back (_settings_back).
 
     The index holds the open rows that are `indexed`; the ones a grant opened
     since the last memories.index_opened_gates run are searched exactly beside it
@@ -100,7 +100,7 @@ def _open_index_neighbours(
         )
     if unindexed is None:
         unindexed = backlog()  # read after the index statement: it went with it (_set_hnsw)
-    statements._sort_back_on()
+    statements._settings_back("enable_sort")
     if unindexed:
         rows += _unindexed_open_neighbours(visible, vector, owner_id=owner_id, fetch=fetch)
     return knn._by_distance(rows)[:fetch]
