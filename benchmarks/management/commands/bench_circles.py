@@ -18,6 +18,7 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 
+from benchmarks import timing
 from benchmarks.options import require_positive
 from benchmarks.searches import exact_fused
 from benchmarks.seeding import (
@@ -30,14 +31,7 @@ from benchmarks.seeding import (
     seed_one_owner,
     settle,
 )
-from benchmarks.timing import (
-    Measured,
-    latency_recall_columns,
-    latency_recall_header,
-    load_average,
-    machine,
-    measure,
-)
+from benchmarks.timing import Measured, latency_recall_columns, latency_recall_header, load_average, measure
 from circles.models import Circle, CircleMembership, MembershipRole, MemoryShare
 from memories.models import Memory
 from people.models import ConsentStatus, PersonConsent
@@ -173,7 +167,7 @@ class Command(BaseCommand):
             f"\nCircle of {options['members']} members; the owner has {seeded.memory_count} memories, "
             f"{shared} shared into the circle (public). Measured as a member who is not the owner.\n"
             f"{len(queries)} queries, k={limit}. Latency excludes embedding the query.\n"
-            f"{machine()}. Load average before measuring: {load_average()}\n"
+            f"{timing.machine()}. Load average before measuring: {load_average()}\n"
             + (
                 "Measured after VACUUM of the shares following each consent change.\n"
                 if options["vacuum"]
