@@ -165,8 +165,9 @@ def start_postgres() -> bool:
 # initdb's defaults (128 MB shared buffers, 64 MB for index builds) are sized for
 # a tiny machine: the journal's HNSW index alone outgrows them at ~50k memories,
 # and every vector search then reads pages through the OS cache. Scaled to the
-# machine's memory (a 24 GiB machine gets 1 GB of shared buffers, an 8 GiB one
-# 341 MB, never below initdb's 128 MB) and written with ALTER SYSTEM
+# machine's memory (a twelfth: a 24 GiB machine gets 2 GB of shared buffers, an 8 GiB
+# one 682 MB, never below initdb's 128 MB; 1 GB, a 24th, held too little of a 100,000-
+# memory journal once its rows kept room for updates: docs/operations.md) and written with ALTER SYSTEM
 # (postgresql.auto.conf in the data directory), so they stay with it.
 # KEEPSAKE_PG_SHARED_BUFFERS (e.g. "512MB") overrides the shared buffers.
 MB = 1024 * 1024
@@ -183,7 +184,7 @@ def _clamp_mb(value: int, low_mb: int, high_mb: int) -> str:
 def postgres_settings(memory: int | None = None) -> dict[str, str]:
     memory = _machine_memory() if memory is None else memory
     return {
-        "shared_buffers": os.environ.get("KEEPSAKE_PG_SHARED_BUFFERS") or _clamp_mb(memory // 24, 128, 1024),
+        "shared_buffers": os.environ.get("KEEPSAKE_PG_SHARED_BUFFERS") or _clamp_mb(memory // 12, 128, 2048),
         "effective_cache_size": _clamp_mb(memory // 2, 256, 4096),
         # HNSW builds are far faster when the graph fits in memory (bench_retrieval
         # rebuilds the index after a bulk load).

@@ -54,10 +54,11 @@ def test_postgres_memory_settings_scale_with_the_machine(monkeypatch):
     monkeypatch.delenv("KEEPSAKE_PG_SHARED_BUFFERS", raising=False)
     gib = 1024**3
     small, medium, large = postgres_settings(2 * gib), postgres_settings(8 * gib), postgres_settings(24 * gib)
-    assert small["shared_buffers"] == "128MB"  # never below initdb's default
-    assert medium["shared_buffers"] == "341MB"
-    assert large["shared_buffers"] == "1024MB"  # capped
-    assert postgres_settings(256 * gib)["shared_buffers"] == "1024MB"
+    assert postgres_settings(1 * gib)["shared_buffers"] == "128MB"  # never below initdb's default
+    assert small["shared_buffers"] == "170MB"
+    assert medium["shared_buffers"] == "682MB"
+    assert large["shared_buffers"] == "2048MB"  # capped
+    assert postgres_settings(256 * gib)["shared_buffers"] == "2048MB"
     assert small["maintenance_work_mem"] == "85MB" and large["maintenance_work_mem"] == "1024MB"
     monkeypatch.setenv("KEEPSAKE_PG_SHARED_BUFFERS", "512MB")
     assert postgres_settings(24 * gib)["shared_buffers"] == "512MB"
